@@ -1,0 +1,114 @@
+#include "reference/decoder_layer.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "reference/ops.h"
+
+namespace gemma4 {
+namespace {
+
+using torch::Tensor;
+
+struct AttentionOutputs {
+  Tensor out;   // [B, S, H] after o_proj
+  Tensor k, v;  // [B, Hkv, S, D] as used
+};
+
+AttentionOutputs attention(const Config& c, int l, const AttentionWeights& w, const Tensor& x, const LayerInputs& in) {
+  const LayerSpec& spec = c.layers[l];
+  const int64_t B = x.size(0), S = x.size(1), D = spec.head_dim;
+  const RopeTable rope{in.rope_cos, in.rope_sin};
+
+  const Tensor q = apply_rope(rms_norm(at::linear(x, w.q_proj).view({B, S, -1, D}), w.q_norm, c.rms_norm_eps), rope);
+  Tensor k, v;
+  if (spec.kv_shared) {
+    // Borrowed from the storing layer (GEMMA4.md, KV sharing): no projections of its own.
+    k = in.shared_k;
+    v = in.shared_v;
+  } else {
+    const Tensor k_raw = at::linear(x, w.k_proj).view({B, S, -1, D});
+    // K=V full layers: the value is the raw key projection, normalised without scale.
+    const Tensor v_raw = spec.k_eq_v ? k_raw : at::linear(x, w.v_proj).view({B, S, -1, D});
+    k = apply_rope(rms_norm(k_raw, w.k_norm, c.rms_norm_eps), rope).transpose(1, 2);
+    v = rms_norm(v_raw, Tensor(), c.rms_norm_eps).transpose(1, 2);
+  }
+  return {at::linear(eager_attention(q, k, v, in.mask), w.o_proj), k, v};
+}
+
+Tensor mlp(const MlpWeights& w, const Tensor& x) {
+  return at::linear(gelu_tanh(at::linear(x, w.gate_proj)) * at::linear(x, w.up_proj), w.down_proj);
+}
+
+// The MoE branch (GEMMA4.md, Forward 4): the router reads the residual stream, not the MLP's
+// output. Experts are visited in index order and accumulated with index_add, as transformers
+// does, so fp32 sums round the same way.
+Tensor moe(const Config& c, const MoeWeights& w, const Tensor& residual) {
+  const Tensor flat = residual.reshape({-1, c.hidden_size});
+  const double eps = c.rms_norm_eps;
+
+  const Tensor z = rms_norm(flat, Tensor(), eps) * w.router_scale * std::pow(static_cast<double>(c.hidden_size), -0.5);
+  const Tensor probs = at::softmax(at::linear(z, w.router_proj), -1, torch::kFloat32);
+  auto [top_weights, top_index] = probs.topk(c.top_k_experts, -1);
+  top_weights = top_weights / top_weights.sum(-1, /*keepdim=*/true);
+  top_weights = top_weights * w.per_expert_scale.index({top_index});
+
+  const Tensor x = rms_norm(flat, w.pre_feedforward_layernorm_2, eps);
+  Tensor out = at::zeros_like(x);
+  const Tensor expert_mask = at::one_hot(top_index, c.num_experts).permute({2, 1, 0});  // [E, K, T]
+  const Tensor hit = (expert_mask.sum({1, 2}) > 0).cpu();
+  const int64_t I = c.moe_intermediate_size;
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    if (!hit[e].item<bool>()) continue;
+    const auto where = at::where(expert_mask[e]);
+    const Tensor& k_pos = where[0];
+    const Tensor& token = where[1];
+    const Tensor gate_up = at::linear(x.index_select(0, token), w.gate_up_proj[e]);
+    Tensor h = gelu_tanh(gate_up.slice(-1, 0, I)) * gate_up.slice(-1, I);
+    h = at::linear(h, w.down_proj[e]) * top_weights.index({token, k_pos}).unsqueeze(-1);
+    out = out.index_add(0, token, h.to(out.scalar_type()));
+  }
+  return rms_norm(out.reshape(residual.sizes()), w.post_feedforward_layernorm_2, eps);
+}
+
+// Per-layer embeddings enter each layer through a gated projection (GEMMA4.md, Forward 4).
+Tensor per_layer_input_branch(const Config& c, const LayerWeights& w, const Tensor& h, const Tensor& ple) {
+  const Tensor gated = gelu_tanh(at::linear(h, w.per_layer_input_gate)) * ple;
+  return rms_norm(at::linear(gated, w.per_layer_projection), w.post_per_layer_input_norm, c.rms_norm_eps);
+}
+
+}  // namespace
+
+LayerOutputs decoder_layer(const Config& c, int l, const LayerWeights& w, const LayerInputs& in) {
+  const double eps = c.rms_norm_eps;
+  Tensor residual = in.hidden;
+  const AttentionOutputs attn = attention(c, l, w.attn, rms_norm(residual, w.input_layernorm, eps), in);
+  Tensor h = residual + rms_norm(attn.out, w.post_attention_layernorm, eps);
+
+  residual = h;
+  Tensor x = mlp(w.mlp, rms_norm(h, w.pre_feedforward_layernorm, eps));
+  if (c.enable_moe_block) x = rms_norm(x, w.moe.post_feedforward_layernorm_1, eps) + moe(c, w.moe, residual);
+  h = residual + rms_norm(x, w.post_feedforward_layernorm, eps);
+
+  if (c.hidden_size_per_layer_input > 0) h = h + per_layer_input_branch(c, w, h, in.per_layer_input);
+  h = h * w.layer_scalar;
+
+  LayerOutputs out{h, Tensor(), Tensor()};
+  if (c.layers[l].stores_kv) {
+    out.k = attn.k;
+    out.v = attn.v;
+  }
+  return out;
+}
+
+std::vector<torch::Tensor> trainable_tensors(const Config& c, int l, const LayerWeights& w) {
+  std::vector<Tensor> out;
+  // The slots are only read here; weight_slots hands out pointers for loading as well.
+  for (const WeightSlot& slot : layer_weight_slots(c, l, const_cast<LayerWeights&>(w))) {
+    if (slot.tensor->defined() && slot.tensor->requires_grad()) out.push_back(*slot.tensor);
+  }
+  return out;
+}
+
+}  // namespace gemma4

@@ -1,0 +1,173 @@
+#include "reference/model.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <map>
+
+#include "reference/checkpoint.h"
+#include "reference/decoder_layer.h"
+#include "reference/error.h"
+#include "reference/ops.h"
+
+namespace gemma4 {
+namespace {
+
+using torch::Tensor;
+
+std::string shape_string(const Tensor& t) {
+  std::string s = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
+  return s + "]";
+}
+
+void check_int_matrix(const Tensor& t, const char* name, const Tensor& like) {
+  if (t.scalar_type() != torch::kInt64) throw Error(std::string(name) + " must be int64");
+  if (t.dim() != 2) throw Error(std::string(name) + " must be [batch, seq], got " + shape_string(t));
+  if (like.defined() && t.sizes() != like.sizes()) {
+    throw Error(std::string(name) + " has shape " + shape_string(t) + " but input_ids has " + shape_string(like));
+  }
+}
+
+void validate_inputs(const Config& c, const ForwardInputs& in) {
+  if (!in.input_ids.defined()) throw Error("input_ids is missing");
+  check_int_matrix(in.input_ids, "input_ids", Tensor());
+  if (in.input_ids.size(1) == 0) throw Error("input_ids has an empty sequence");
+  const Tensor bad = (in.input_ids < 0) | (in.input_ids >= c.vocab_size);
+  if (bad.any().item<bool>()) {
+    const Tensor where = bad.nonzero()[0].cpu();
+    throw Error("input_ids[" + std::to_string(where[0].item<int64_t>()) + ", " + std::to_string(where[1].item<int64_t>()) +
+                "] = " + std::to_string(in.input_ids.index({where[0], where[1]}).item<int64_t>()) +
+                " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+  }
+  if (c.hidden_size_per_layer_input > 0 && (in.input_ids >= c.vocab_size_per_layer_input).any().item<bool>()) {
+    throw Error("input_ids holds a token id >= vocab_size_per_layer_input " + std::to_string(c.vocab_size_per_layer_input));
+  }
+  if (in.attention_mask.defined()) {
+    check_int_matrix(in.attention_mask, "attention_mask", in.input_ids);
+    if (((in.attention_mask != 0) & (in.attention_mask != 1)).any().item<bool>()) {
+      throw Error("attention_mask must hold only 0 and 1");
+    }
+  }
+  if (in.labels.defined()) {
+    check_int_matrix(in.labels, "labels", in.input_ids);
+    if ((((in.labels < 0) & (in.labels != -100)) | (in.labels >= c.vocab_size)).any().item<bool>()) {
+      throw Error("labels must be -100 or a token id in [0, " + std::to_string(c.vocab_size) + ")");
+    }
+  }
+}
+
+// Per-layer embeddings (GEMMA4.md, Forward 2): [B, S, L, P].
+Tensor per_layer_inputs(const Config& c, const ModelWeights& w, const Tensor& ids, const Tensor& embeds) {
+  const int64_t B = ids.size(0), S = ids.size(1), L = c.num_hidden_layers, P = c.hidden_size_per_layer_input;
+  const auto dtype = w.embed_tokens_per_layer.scalar_type();
+  // The scale is cast to the weight dtype first, as transformers' scaled embedding does.
+  const Tensor token_scale = at::scalar_tensor(std::sqrt(static_cast<double>(P)), torch::kFloat32).to(dtype);
+  const Tensor token = (at::embedding(w.embed_tokens_per_layer, ids) * token_scale.to(ids.device())).reshape({B, S, L, P});
+  Tensor context = at::linear(embeds, w.per_layer_model_projection) * std::pow(static_cast<double>(c.hidden_size), -0.5);
+  context = rms_norm(context.reshape({B, S, L, P}), w.per_layer_projection_norm, c.rms_norm_eps);
+  return (context + token) * std::pow(2.0, -0.5);
+}
+
+// The tensors a layer receives, flattened for checkpoint() and back.
+std::vector<Tensor> pack(const LayerInputs& in) {
+  return {in.hidden, in.per_layer_input, in.shared_k, in.shared_v, in.rope_cos, in.rope_sin, in.mask};
+}
+LayerInputs unpack(const std::vector<Tensor>& t) { return {t[0], t[1], t[2], t[3], t[4], t[5], t[6]}; }
+
+}  // namespace
+
+Model::Model(Config config, ModelWeights weights, std::string key_prefix)
+    : config_(std::make_shared<const Config>(std::move(config))),
+      weights_(std::move(weights)),
+      key_prefix_(std::move(key_prefix)) {}
+
+ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions& options) const {
+  const Config& c = *config_;
+  validate_inputs(c, inputs);
+  if (!options.checkpoint_layers.empty() && static_cast<int64_t>(options.checkpoint_layers.size()) != c.num_hidden_layers) {
+    throw Error("checkpoint_layers has " + std::to_string(options.checkpoint_layers.size()) + " entries for " +
+                std::to_string(c.num_hidden_layers) + " layers");
+  }
+  const torch::Device device = this->device();
+  const auto dtype = this->dtype();
+  const Tensor ids = inputs.input_ids.to(device);
+  const Tensor padding = inputs.attention_mask.defined() ? inputs.attention_mask.to(device) : Tensor();
+  const int64_t B = ids.size(0), S = ids.size(1);
+
+  // GEMMA4.md, Forward 1: sqrt(H) is cast to the weight dtype before scaling (bf16: 55.5 for H=3072).
+  const Tensor embed_scale = at::scalar_tensor(std::sqrt(static_cast<double>(c.hidden_size)), torch::kFloat32).to(dtype);
+  Tensor h = at::embedding(weights_.embed_tokens, ids) * embed_scale.to(device);
+  const Tensor ple = c.hidden_size_per_layer_input > 0 ? per_layer_inputs(c, weights_, ids, h) : Tensor();
+
+  std::map<LayerType, RopeTable> rope;
+  std::map<LayerType, Tensor> masks;
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerType type = c.layer_types[l];
+    if (rope.count(type)) continue;
+    rope[type] = rope_table(c.rope.at(type), c.layers[l].head_dim, S, dtype, device);
+    masks[type] = attention_mask(c, type, B, S, padding, dtype, device);
+  }
+
+  ForwardOutputs out;
+  if (options.keep_hidden_states) out.hidden_states.push_back(h);
+  // The shared K/V of this call only. It lives on this stack frame: layers receive their K/V as
+  // tensor inputs, and no closure or thread-local ever sees this map.
+  std::map<std::string, std::pair<Tensor, Tensor>> kv_store;
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerSpec& spec = c.layers[l];
+    LayerInputs in{h, ple.defined() ? ple.select(2, l) : Tensor(), Tensor(), Tensor(),
+                   rope[spec.type].cos, rope[spec.type].sin, masks[spec.type]};
+    if (spec.kv_shared) {
+      const std::string key = kv_read_key(c, l, options.kv_key);
+      auto it = kv_store.find(key);
+      if (it == kv_store.end()) {
+        throw Error("layer " + std::to_string(l) + " reads shared K/V under key '" + key + "' but no layer stored it");
+      }
+      in.shared_k = it->second.first;
+      in.shared_v = it->second.second;
+    }
+    LayerOutputs layer_out;
+    if (!options.checkpoint_layers.empty() && options.checkpoint_layers[l]) {
+      // The closure holds the config (immutable, shared) and the layer's weights: plain data.
+      auto fn = [config = config_, l, w = weights_.layers[l]](const std::vector<Tensor>& t) {
+        const LayerOutputs o = decoder_layer(*config, l, w, unpack(t));
+        return std::vector<Tensor>{o.hidden, o.k, o.v};
+      };
+      const std::vector<Tensor> o = checkpoint(fn, pack(in), trainable_tensors(c, l, weights_.layers[l]));
+      layer_out = {o[0], o[1], o[2]};
+    } else {
+      layer_out = decoder_layer(c, l, weights_.layers[l], in);
+    }
+    h = layer_out.hidden;
+    if (spec.stores_kv) kv_store[kv_write_key(c, l, options.kv_key)] = {layer_out.k, layer_out.v};
+    if (options.keep_hidden_states && l + 1 < c.num_hidden_layers) out.hidden_states.push_back(h);
+  }
+
+  h = rms_norm(h, weights_.norm, c.rms_norm_eps);
+  if (options.keep_hidden_states) out.hidden_states.push_back(h);
+  out.logits = at::linear(h, c.tie_word_embeddings ? weights_.embed_tokens : weights_.lm_head);
+  if (c.final_logit_softcapping) {
+    const double cap = *c.final_logit_softcapping;
+    out.logits = at::tanh(out.logits / cap) * cap;
+  }
+  if (inputs.labels.defined()) out.loss = causal_lm_loss(out.logits, inputs.labels);
+  return out;
+}
+
+void Model::set_requires_grad(bool requires_grad) { gemma4::set_requires_grad(*config_, weights_, requires_grad); }
+
+std::vector<std::pair<std::string, Tensor>> Model::named_trainable_tensors() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  ModelWeights& w = const_cast<ModelWeights&>(weights_);  // slots are only read
+  for (const WeightSlot& slot : weight_slots(*config_, w)) {
+    if (slot.trainable && slot.tensor->defined()) out.emplace_back(checkpoint_key(slot.name), *slot.tensor);
+  }
+  return out;
+}
+
+std::string Model::checkpoint_key(const std::string& name) const {
+  return name == "lm_head.weight" ? name : key_prefix_ + name;
+}
+
+}  // namespace gemma4

@@ -1,0 +1,62 @@
+#pragma once
+// The Gemma-4 text decoder with its LM head (transformers' Gemma4ForCausalLM), forward and loss;
+// backward is LibTorch autograd. GEMMA4.md is the contract this follows.
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "reference/config.h"
+#include "reference/kv_sharing.h"
+#include "reference/weights.h"
+
+namespace gemma4 {
+
+struct ForwardInputs {
+  torch::Tensor input_ids;       // int64 [B, S]
+  torch::Tensor attention_mask;  // int64 [B, S], 1 real / 0 padding; optional
+  torch::Tensor labels;          // int64 [B, S], -100 ignored; optional (no loss without it)
+};
+
+struct ForwardOptions {
+  KvKeyConvention kv_key = KvKeyConvention::kLayerType;
+  std::vector<bool> checkpoint_layers;  // activation checkpointing per layer; empty: none
+  bool keep_hidden_states = true;
+};
+
+struct ForwardOutputs {
+  torch::Tensor logits;  // [B, S, V] in the model dtype
+  // transformers' output_hidden_states: [0] scaled embeddings, [i] output of layer i-1 for
+  // 1 <= i < L, [L] the final-norm output.
+  std::vector<torch::Tensor> hidden_states;
+  torch::Tensor loss;  // fp32 scalar, when labels were given
+};
+
+class Model {
+ public:
+  // `weights` must match weight_slots(config); `key_prefix` is how the checkpoint names the text
+  // model's root ("model." or "model.language_model.").
+  Model(Config config, ModelWeights weights, std::string key_prefix = "model.");
+
+  const Config& config() const { return *config_; }
+  const ModelWeights& weights() const { return weights_; }
+  torch::ScalarType dtype() const { return weights_.embed_tokens.scalar_type(); }
+  torch::Device device() const { return weights_.embed_tokens.device(); }
+
+  // Throws gemma4::Error on inputs that do not fit the model (shape, dtype, token range).
+  ForwardOutputs forward(const ForwardInputs& inputs, const ForwardOptions& options = {}) const;
+
+  void set_requires_grad(bool requires_grad);
+  // Trainable tensors by checkpoint key ("model.layers.0.mlp.up_proj.weight", "lm_head.weight").
+  std::vector<std::pair<std::string, torch::Tensor>> named_trainable_tensors() const;
+  std::string checkpoint_key(const std::string& name) const;
+
+ private:
+  std::shared_ptr<const Config> config_;  // shared with checkpoint nodes, which may outlive a call
+  ModelWeights weights_;
+  std::string key_prefix_;
+};
+
+}  // namespace gemma4

@@ -1,0 +1,46 @@
+#pragma once
+// The eager primitives of the Gemma-4 decoder, each written to round exactly as transformers'
+// eager path does (GEMMA4.md). Shapes: B batch, S sequence, H heads, D head dim.
+#include <torch/types.h>
+
+#include "reference/config.h"
+
+namespace gemma4 {
+
+// x * (mean(x^2) + eps)^-0.5 * weight, in fp32, cast back to x's dtype. An undefined weight
+// means no scale (v_norm, the router's norm). The weight is w, not 1 + w (Gemma 2/3 used 1 + w).
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+torch::Tensor gelu_tanh(const torch::Tensor& x);
+
+// fp32 inverse frequencies [D/2]. proportional: the first int(factor*D/2) rotate with the full D
+// as denominator, the rest are 0 (cos 1, sin 0: those dims pass through).
+torch::Tensor rope_inv_freq(const RopeParameters& rope, int64_t head_dim);
+
+struct RopeTable {
+  torch::Tensor cos;  // [S, D], cat(freqs, freqs).cos(), computed in fp32, stored in the model dtype
+  torch::Tensor sin;
+};
+RopeTable rope_table(const RopeParameters& rope, int64_t head_dim, int64_t seq_len, torch::ScalarType dtype,
+                     const torch::Device& device);
+
+// x [B, S, H, D]: x*cos + rotate_half(x)*sin with rotate_half(x) = cat(-x[D/2:], x[:D/2]).
+torch::Tensor apply_rope(const torch::Tensor& x, const RopeTable& table);
+
+// Additive mask [B, 1, S, S] in `dtype`: 0 where query i may see key j, the dtype's lowest value
+// elsewhere (as transformers' eager masks do, so fully padded rows stay finite). `padding` is the
+// optional [B, S] attention_mask (1 real token, 0 padding), applied to keys.
+torch::Tensor attention_mask(const Config& config, LayerType type, int64_t batch, int64_t seq_len,
+                             const torch::Tensor& padding, torch::ScalarType dtype, const torch::Device& device);
+
+// Eager softmax attention with scale 1.0 (q and k are RMS-normalised instead), softmax in fp32.
+// q [B, S, Hq, D], k and v [B, Hkv, S, D]; each kv head serves Hq/Hkv query heads.
+// Returns [B, S, Hq*D].
+torch::Tensor eager_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const torch::Tensor& mask);
+
+// HF's causal-LM loss: cross-entropy of logits[:, :-1] against labels[:, 1:], ignore index -100,
+// mean over counted tokens, in fp32.
+torch::Tensor causal_lm_loss(const torch::Tensor& logits, const torch::Tensor& labels);
+
+}  // namespace gemma4

@@ -1,0 +1,38 @@
+#pragma once
+// A small command-line parser for the subcommands: "--name value" and "--flag", with --help
+// generated from the option table. Unknown options and missing values are usage errors.
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gemma4::cli {
+
+struct Option {
+  std::string name;       // without the leading "--"
+  std::string value_name; // empty for a flag
+  std::string help;
+  bool required = false;
+};
+
+struct UsageError {
+  std::string message;
+};
+
+class Args {
+ public:
+  // Throws UsageError. Returns false when --help was asked for (the help is printed).
+  bool parse(const std::string& command, const std::string& summary, const std::vector<Option>& options,
+             const std::vector<std::string>& argv);
+
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  std::string get(const std::string& name, const std::string& fallback = "") const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+};
+
+std::string help_text(const std::string& command, const std::string& summary, const std::vector<Option>& options);
+
+}  // namespace gemma4::cli
