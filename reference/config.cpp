@@ -297,6 +297,8 @@ Config parse_config(const json& config_json) {
     throw Error("field 'hidden_activation' is '" + c.hidden_activation + "'; only 'gelu_pytorch_tanh' is supported");
   }
   c.tie_word_embeddings = bool_or(j, "tie_word_embeddings", true);
+  c.pad_token_id = j.contains("pad_token_id") ? int_or(j, "pad_token_id", -1) : 0;
+  if (c.pad_token_id >= c.vocab_size) throw Error("field 'pad_token_id' must be below vocab_size");
   if (present(j, "final_logit_softcapping")) c.final_logit_softcapping = number_or(j, "final_logit_softcapping", 0);
   const std::string bidirectional = string_or(j, "use_bidirectional_attention", "");
   if (!bidirectional.empty() && bidirectional != "all" && bidirectional != "vision") {

@@ -45,6 +45,9 @@ struct Config {
   double rms_norm_eps = 1e-6;
   std::string hidden_activation = "gelu_pytorch_tanh";
   bool tie_word_embeddings = true;
+  // The embeddings' padding_idx: that row gets no gradient from the lookup (nn.Embedding
+  // semantics; transformers passes pad_token_id, default 0). -1 when the config sets null.
+  int64_t pad_token_id = 0;
   std::optional<double> final_logit_softcapping;
   // use_bidirectional_attention == "all": no causal mask; sliding layers see |i - j| <= window/2 + 1.
   bool bidirectional = false;

@@ -63,7 +63,8 @@ Tensor per_layer_inputs(const Config& c, const ModelWeights& w, const Tensor& id
   const auto dtype = w.embed_tokens_per_layer.scalar_type();
   // The scale is cast to the weight dtype first, as transformers' scaled embedding does.
   const Tensor token_scale = at::scalar_tensor(std::sqrt(static_cast<double>(P)), torch::kFloat32).to(dtype);
-  const Tensor token = (at::embedding(w.embed_tokens_per_layer, ids) * token_scale.to(ids.device())).reshape({B, S, L, P});
+  const Tensor token =
+      (at::embedding(w.embed_tokens_per_layer, ids, c.pad_token_id) * token_scale.to(ids.device())).reshape({B, S, L, P});
   Tensor context = at::linear(embeds, w.per_layer_model_projection) * std::pow(static_cast<double>(c.hidden_size), -0.5);
   context = rms_norm(context.reshape({B, S, L, P}), w.per_layer_projection_norm, c.rms_norm_eps);
   return (context + token) * std::pow(2.0, -0.5);
@@ -97,7 +98,8 @@ ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions&
 
   // GEMMA4.md, Forward 1: sqrt(H) is cast to the weight dtype before scaling (bf16: 55.5 for H=3072).
   const Tensor embed_scale = at::scalar_tensor(std::sqrt(static_cast<double>(c.hidden_size)), torch::kFloat32).to(dtype);
-  Tensor h = at::embedding(weights_.embed_tokens, ids) * embed_scale.to(device);
+  // padding_idx = pad_token_id: the pad row's lookup gets no gradient, as in transformers.
+  Tensor h = at::embedding(weights_.embed_tokens, ids, c.pad_token_id) * embed_scale.to(device);
   const Tensor ple = c.hidden_size_per_layer_input > 0 ? per_layer_inputs(c, weights_, ids, h) : Tensor();
 
   std::map<LayerType, RopeTable> rope;

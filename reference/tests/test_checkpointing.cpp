@@ -3,6 +3,9 @@
 // backward runs on another thread than forward.
 #include <gtest/gtest.h>
 
+#include <torch/cuda.h>
+
+#include <iostream>
 #include <thread>
 
 #include <torch/csrc/autograd/autograd.h>
@@ -21,9 +24,10 @@ struct StepResult {
   Grads grads;
 };
 
-StepResult train_step(const nlohmann::json& config_json, bool checkpoint, bool backward_on_other_thread) {
+StepResult train_step(const nlohmann::json& config_json, bool checkpoint, bool backward_on_other_thread,
+                      torch::Device device = torch::kCPU) {
   const Config config = parse_config(config_json);
-  Model model(config, random_weights(config, 5, torch::kFloat32, torch::kCPU));
+  Model model(config, random_weights(config, 5, torch::kFloat32, device));
   model.set_requires_grad(true);
   ForwardInputs in;
   in.input_ids = test::random_ids(2, 10, config.vocab_size, 9);
@@ -37,7 +41,7 @@ StepResult train_step(const nlohmann::json& config_json, bool checkpoint, bool b
     out.loss.backward();
   }
   StepResult run{out.loss.item<double>(), {}};
-  for (const auto& [name, t] : model.named_trainable_tensors()) run.grads.emplace_back(name, t.grad());
+  for (const auto& [name, t] : model.named_trainable_tensors()) run.grads.emplace_back(name, t.grad().cpu());
   return run;
 }
 
@@ -73,6 +77,35 @@ TEST(Checkpointing, MoeSameLossAndGrads) {
 TEST(Checkpointing, BackwardOnAnotherThread) {
   expect_same(train_step(test::tiny_shared_kv_config(), false, false),
               train_step(test::tiny_shared_kv_config(), true, true));
+}
+
+// On CUDA the autograd engine runs backward, and so the recompute, on its device thread.
+TEST(Checkpointing, CudaSameLossAndGrads) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const torch::Device cuda(torch::kCUDA, 0);
+  expect_same(train_step(test::tiny_shared_kv_config(), false, false, cuda),
+              train_step(test::tiny_shared_kv_config(), true, false, cuda));
+}
+
+TEST(Checkpoint, RecomputeThread) {
+  for (bool cuda : {false, true}) {
+    if (cuda && !torch::cuda::is_available()) continue;
+    SCOPED_TRACE(cuda ? "cuda" : "cpu");
+    const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+    std::vector<std::thread::id> threads;  // one entry per call: forward, then recompute
+    auto fn = [&threads](const std::vector<torch::Tensor>& in) {
+      threads.push_back(std::this_thread::get_id());
+      return std::vector<torch::Tensor>{in[0] * in[0]};
+    };
+    const torch::Tensor x = torch::randn({4}, device).requires_grad_(true);
+    checkpoint(fn, {x}, {})[0].sum().backward();
+    ASSERT_EQ(threads.size(), 2u);
+    EXPECT_TRUE(torch::allclose(x.grad(), 2 * x.detach()));
+    // CPU backward runs on the calling thread; CUDA backward on the engine's device thread.
+    EXPECT_EQ(threads[1] == std::this_thread::get_id(), !cuda);
+    std::cout << (cuda ? "cuda" : "cpu") << ": recompute on " << (threads[1] == threads[0] ? "the forward thread" : "another thread")
+              << "\n";
+  }
 }
 
 // checkpoint() on its own: gradients reach inputs and the parameters listed, undefined tensors

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Installs what is missing (idempotent), configures and builds into build/.
+#
+#   ci/build.sh                 Debian packages + a project-local .venv with PyPI torch 2.11.0
+#   TORCH_PREFIX=DIR ci/build.sh  build against an existing LibTorch (its CMake prefix), e.g. the
+#                               GPU host's: TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TORCH_VERSION=2.11.0  # the GPU host's version; its PyPI wheel is built for CUDA 13.0, like our nvcc
+BUILD_DIR=${BUILD_DIR:-build}
+say() { echo "[build] $*"; }
+
+install_debian_packages() {
+  local wanted=(cmake ninja-build g++ git libhdf5-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev)
+  local missing=()
+  for pkg in "${wanted[@]}"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  say "installing Debian packages: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# Prints the LibTorch CMake prefix on stdout.
+torch_prefix() {
+  if [ -n "${TORCH_PREFIX:-}" ]; then
+    echo "$TORCH_PREFIX"
+    return
+  fi
+  if [ ! -x .venv/bin/python ]; then
+    say "creating .venv" >&2
+    python3 -m venv .venv >&2
+  fi
+  if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
+    say "installing torch==$TORCH_VERSION from PyPI into .venv (about 3 GB with its CUDA libraries)" >&2
+    if ! .venv/bin/python -m pip install -q "torch==$TORCH_VERSION" >&2; then
+      say "PyPI torch could not be installed; falling back to Debian's libtorch-dev (LibTorch 1.13, CPU only)." >&2
+      say "That fallback is untested by this project; expect build errors. Set TORCH_PREFIX to use another LibTorch." >&2
+      local sudo=""
+      [ "$(id -u)" -ne 0 ] && sudo=sudo
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libtorch-dev >&2
+      echo /usr/lib/x86_64-linux-gnu/cmake/Torch
+      return
+    fi
+  fi
+  .venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)'
+}
+
+install_debian_packages
+prefix=$(torch_prefix)
+say "LibTorch CMake prefix: $prefix"
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+fi
+cmake --build "$BUILD_DIR" -j "$(nproc)"
+say "built $BUILD_DIR/bin/gemma4-conform"
