@@ -11,10 +11,18 @@ TORCH_VERSION=2.11.0  # the GPU host's version; its PyPI wheel is built for CUDA
 BUILD_DIR=${BUILD_DIR:-build}
 say() { echo "[build] $*"; }
 
+# Each requirement: a Debian package and a probe that tells whether it is already there (by
+# command or header, so a machine that has it from elsewhere, like the GPU host, is left alone).
 install_debian_packages() {
-  local wanted=(cmake ninja-build g++ git libhdf5-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev)
   local missing=()
-  for pkg in "${wanted[@]}"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+  command -v cmake >/dev/null || missing+=(cmake)
+  command -v ninja >/dev/null || missing+=(ninja-build)
+  command -v g++ >/dev/null || missing+=(g++)
+  command -v git >/dev/null || missing+=(git)
+  [ -e /usr/include/hdf5/serial/hdf5.h ] || [ -e /usr/include/hdf5.h ] || missing+=(libhdf5-dev)
+  [ -e /usr/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
+  [ -e /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+  [ -e /usr/include/benchmark/benchmark.h ] || missing+=(libbenchmark-dev)
   [ ${#missing[@]} -eq 0 ] && return 0
   say "installing Debian packages: ${missing[*]}"
   local sudo=""

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <optional>
 #include <type_traits>
 #include <utility>
 
 #include "reference/error.h"
+#include "reference/files.h"
 
 namespace gemma4::h5 {
 namespace {
@@ -194,8 +194,7 @@ File File::create(const std::string& path) {
 
 File File::open_read(const std::string& path) {
   silence_hdf5_errors();
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) fail(path, "no such file");
+  if (!files::is_file(path)) fail(path, "no such file");
   if (H5Fis_hdf5(path.c_str()) <= 0) fail(path, "not an HDF5 file");
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) fail(path, "cannot open: damaged or truncated HDF5 file");

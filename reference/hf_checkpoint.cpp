@@ -1,6 +1,5 @@
 #include "reference/hf_checkpoint.h"
 
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -9,12 +8,11 @@
 #include <sstream>
 
 #include "reference/error.h"
+#include "reference/files.h"
 #include "reference/safetensors.h"
 
 namespace gemma4 {
 namespace {
-
-namespace fs = std::filesystem;
 
 // Where each checkpoint key lives.
 struct TensorIndex {
@@ -22,49 +20,49 @@ struct TensorIndex {
   std::map<std::string, const SafetensorsFile*> where;
 };
 
-TensorIndex open_weights(const fs::path& dir) {
+TensorIndex open_weights(const std::string& dir) {
   TensorIndex index;
-  const fs::path single = dir / "model.safetensors";
-  const fs::path sharded = dir / "model.safetensors.index.json";
-  if (fs::exists(sharded)) {
+  const std::string single = files::join(dir, "model.safetensors");
+  const std::string sharded = files::join(dir, "model.safetensors.index.json");
+  if (files::is_file(sharded)) {
     std::ifstream in(sharded);
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(in);
     } catch (const nlohmann::json::exception& e) {
-      throw Error(sharded.string() + ": not valid JSON: " + e.what());
+      throw Error(sharded + ": not valid JSON: " + e.what());
     }
     if (!j.contains("weight_map") || !j.at("weight_map").is_object()) {
-      throw Error(sharded.string() + ": no 'weight_map' object");
+      throw Error(sharded + ": no 'weight_map' object");
     }
     std::map<std::string, const SafetensorsFile*> by_file;
     for (const auto& [key, file] : j.at("weight_map").items()) {
-      if (!file.is_string()) throw Error(sharded.string() + ": weight_map['" + key + "'] is not a file name");
+      if (!file.is_string()) throw Error(sharded + ": weight_map['" + key + "'] is not a file name");
       const std::string name = file.get<std::string>();
       if (!by_file.count(name)) {
-        index.files.push_back(std::make_unique<SafetensorsFile>((dir / name).string()));
+        index.files.push_back(std::make_unique<SafetensorsFile>(files::join(dir, name)));
         by_file[name] = index.files.back().get();
       }
       if (!by_file[name]->contains(key)) {
-        throw Error(sharded.string() + ": weight_map puts '" + key + "' in " + name + ", which does not hold it");
+        throw Error(sharded + ": weight_map puts '" + key + "' in " + name + ", which does not hold it");
       }
       index.where[key] = by_file[name];
     }
-  } else if (fs::exists(single)) {
-    index.files.push_back(std::make_unique<SafetensorsFile>(single.string()));
+  } else if (files::is_file(single)) {
+    index.files.push_back(std::make_unique<SafetensorsFile>(single));
     for (const std::string& key : index.files.back()->names()) index.where[key] = index.files.back().get();
   } else {
-    throw Error(dir.string() + ": no model.safetensors or model.safetensors.index.json");
+    throw Error(dir + ": no model.safetensors or model.safetensors.index.json");
   }
   return index;
 }
 
 // "model.language_model." when the checkpoint is in the conditional-generation layout.
-std::string detect_prefix(const TensorIndex& index, const fs::path& dir) {
+std::string detect_prefix(const TensorIndex& index, const std::string& dir) {
   for (const char* prefix : {"model.language_model.", "model."}) {
     if (index.where.count(std::string(prefix) + "embed_tokens.weight")) return prefix;
   }
-  throw Error(dir.string() + ": no embedding tensor (looked for model.embed_tokens.weight and "
+  throw Error(dir + ": no embedding tensor (looked for model.embed_tokens.weight and "
                              "model.language_model.embed_tokens.weight)");
 }
 
@@ -87,10 +85,9 @@ std::string summarize(const std::vector<std::string>& names, const std::string& 
 
 }  // namespace
 
-Model load_model(const std::string& dir_string, torch::ScalarType dtype, const torch::Device& device) {
-  const fs::path dir(dir_string);
-  if (!fs::is_directory(dir)) throw Error(dir_string + ": not a directory");
-  Config config = load_config((dir / "config.json").string());
+Model load_model(const std::string& dir, torch::ScalarType dtype, const torch::Device& device) {
+  if (!files::is_directory(dir)) throw Error(dir + ": not a directory");
+  Config config = load_config(files::join(dir, "config.json"));
   const TensorIndex index = open_weights(dir);
   const std::string prefix = detect_prefix(index, dir);
 
@@ -131,7 +128,7 @@ Model load_model(const std::string& dir_string, torch::ScalarType dtype, const t
   }
 
   if (!missing.empty() || !unexpected.empty() || !wrong_shape.empty() || !wrong_dtype.empty()) {
-    std::string message = dir_string + ": checkpoint does not match config.json:";
+    std::string message = dir + ": checkpoint does not match config.json:";
     if (!missing.empty()) message += " " + summarize(missing, "missing") + ";";
     if (!unexpected.empty()) message += " " + summarize(unexpected, "unexpected") + ";";
     if (!wrong_shape.empty()) message += " " + summarize(wrong_shape, "with wrong shape") + ";";

@@ -12,7 +12,10 @@ A case directory holds everything the C++ reference needs to be checked without 
     expected.h5                      what transformers computes from exactly these files:
                                      logits [B,S,V], hidden_states/<i> (i = 0..L), loss (0-d),
                                      grads/<checkpoint key> for every trainable parameter
-    expected_bf16.h5                 (generate-geometry only) the same with the model in bfloat16
+    expected_bf16.h5                 the same with the model in bfloat16 (tiny cases and
+                                     generate-geometry): the same-dtype eager baseline of the
+                                     FlashAttention tolerance rule, with expected.h5 as truth
+    expected_f16.h5                  (tiny cases only) the same in float16
 
 The expected outputs are computed by a model that transformers loads back from the case
 directory with from_pretrained, so they also prove that the files on disk are what transformers
@@ -55,7 +58,7 @@ DEFAULT_CONFIGS = REPO_ROOT.parent / "shared" / "configs"
 
 PAD_ID = 0  # Gemma4TextConfig's default pad_token_id; nn.Embedding(padding_idx=PAD_ID) in transformers
 SLIDING, FULL = "sliding_attention", "full_attention"
-DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
 
 # --------------------------------------------------------------------------------------------
@@ -604,12 +607,18 @@ def directory_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def generate_tiny(case: Case, out: Path, device: str, dtype_name: str, seed: int) -> None:
+# The tiny cases carry the fp32 truth and the same-dtype transformers runs that bf16/f16
+# candidates are judged against.
+TINY_OUTPUTS = (("f32", "expected.h5"), ("bf16", "expected_bf16.h5"), ("f16", "expected_f16.h5"))
+
+
+def generate_tiny(case: Case, out: Path, device: str, seed: int) -> None:
     case_dir, model, inputs = prepare_case_dir(case, out, seed)
-    summary = compute_expected(case, case_dir, inputs, dtype_name, device, seed, "expected.h5")
-    if case.layout == "conditional" and dtype_name == "f32":
-        check_text_model_equivalence(case, model, inputs, summary["logits"])
-    print_summary(case, case_dir, summary)
+    for dtype_name, out_name in TINY_OUTPUTS:
+        summary = compute_expected(case, case_dir, inputs, dtype_name, device, seed, out_name)
+        if case.layout == "conditional" and dtype_name == "f32":
+            check_text_model_equivalence(case, model, inputs, summary["logits"])
+        print_summary(case, case_dir, summary, label=dtype_name)
 
 
 def generate_geometry(geometry: str, seq: int, out: Path, device: str, seed: int, configs_dir: Path) -> None:
@@ -649,7 +658,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     which.add_argument("--all", action="store_true", help="every case")
     gen.add_argument("--out", type=Path, required=True, help="output directory")
     gen.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    gen.add_argument("--dtype", default="f32", choices=sorted(DTYPES), help="dtype of the reference run")
     gen.add_argument("--seed", type=int, default=0)
 
     geo = sub.add_parser("generate-geometry", help="real geometry, few layers (DIR/geometry_G/...)")
@@ -674,7 +682,7 @@ def main(argv: list[str]) -> int:
     if args.command == "generate":
         names = list(TINY_CASES) if args.all else [args.case]
         for name in names:
-            generate_tiny(TINY_CASES[name], args.out, args.device, args.dtype, args.seed)
+            generate_tiny(TINY_CASES[name], args.out, args.device, args.seed)
         return 0
     generate_geometry(args.geometry, args.seq, args.out, args.device, args.seed, args.configs)
     return 0

@@ -4,12 +4,12 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
 
 #include "reference/error.h"
+#include "reference/files.h"
 
 namespace gemma4::h5 {
 namespace {
@@ -182,7 +182,7 @@ TEST(H5Tensors, GarbageAndEmptyFiles) {
 TEST(H5Tensors, TruncatedFile) {
   const std::string path = temp_path("truncated.h5");
   File::create(path).write("big", torch::ones({64, 64}));
-  std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  gemma4::files::truncate_file(path, gemma4::files::file_size(path) / 2);
   expect_message(error_of([&] { File::open_read(path); }), path, "damaged or truncated");
 }
 

@@ -159,6 +159,17 @@ TEST(Config, GlobalKvHeadsOnlyWithKEqV) {
   EXPECT_FALSE(c.layers[1].k_eq_v);
 }
 
+TEST(Config, PadTokenIdDefaultsToZeroAndMayBeNull) {
+  json j = test::tiny_moe_config();
+  EXPECT_EQ(parse_config(j).pad_token_id, 0);
+  j["pad_token_id"] = nullptr;
+  EXPECT_EQ(parse_config(j).pad_token_id, -1);
+  j["pad_token_id"] = 5;
+  EXPECT_EQ(parse_config(j).pad_token_id, 5);
+  j["pad_token_id"] = 64;
+  expect_error(j, "'pad_token_id' must be below vocab_size");
+}
+
 TEST(ConfigErrors, MissingRequiredField) {
   json j = test::tiny_moe_config();
   j.erase("hidden_size");

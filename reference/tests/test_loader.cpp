@@ -2,10 +2,10 @@
 // skip, and every mismatch reported by name.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 
 #include "reference/error.h"
+#include "reference/files.h"
 #include "reference/hf_checkpoint.h"
 #include "reference/safetensors.h"
 #include "reference/tests/test_support.h"
@@ -13,16 +13,13 @@
 namespace gemma4 {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 using Tensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
 class Loader : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("loader_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = files::make_temp_directory("gemma4_loader_");
   }
 
   // Random weights for `config_json`, named with `prefix` as a checkpoint would name them.
@@ -36,27 +33,27 @@ class Loader : public ::testing::Test {
     return out;
   }
 
-  void write_config(const json& j) { std::ofstream(dir_ / "config.json") << j.dump(2); }
+  void write_config(const json& j) { std::ofstream(files::join(dir_, "config.json")) << j.dump(2); }
 
   // Expects load_model to fail with a message containing each phrase.
   void expect_load_error(const std::vector<std::string>& phrases) {
     try {
-      load_model(dir_.string(), torch::kFloat32, torch::kCPU);
+      load_model(dir_, torch::kFloat32, torch::kCPU);
       ADD_FAILURE() << "loaded without error";
     } catch (const Error& e) {
       for (const std::string& p : phrases) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
     }
   }
 
-  fs::path dir_;
+  std::string dir_;
 };
 
 TEST_F(Loader, CausalLmLayout) {
   const json j = test::tiny_moe_config();
   const Tensors tensors = checkpoint_tensors(j, "model.");
   write_config(j);
-  write_safetensors((dir_ / "model.safetensors").string(), tensors);
-  const Model model = load_model(dir_.string(), torch::kFloat32, torch::kCPU);
+  write_safetensors(files::join(dir_, "model.safetensors"), tensors);
+  const Model model = load_model(dir_, torch::kFloat32, torch::kCPU);
   EXPECT_TRUE(torch::equal(model.weights().lm_head, tensors.back().second));  // untied head
   EXPECT_EQ(model.checkpoint_key("layers.0.mlp.up_proj.weight"), "model.layers.0.mlp.up_proj.weight");
 }
@@ -75,11 +72,11 @@ TEST_F(Loader, ConditionalGenerationLayoutShardedWithOtherModalities) {
   json weight_map = json::object();
   for (const auto& [k, t] : first) weight_map[k] = "model-00001-of-00002.safetensors";
   for (const auto& [k, t] : second) weight_map[k] = "model-00002-of-00002.safetensors";
-  write_safetensors((dir_ / "model-00001-of-00002.safetensors").string(), first);
-  write_safetensors((dir_ / "model-00002-of-00002.safetensors").string(), second);
-  std::ofstream(dir_ / "model.safetensors.index.json") << json{{"metadata", json::object()}, {"weight_map", weight_map}}.dump();
+  write_safetensors(files::join(dir_, "model-00001-of-00002.safetensors"), first);
+  write_safetensors(files::join(dir_, "model-00002-of-00002.safetensors"), second);
+  std::ofstream(files::join(dir_, "model.safetensors.index.json")) << json{{"metadata", json::object()}, {"weight_map", weight_map}}.dump();
 
-  const Model model = load_model(dir_.string(), torch::kBFloat16, torch::kCPU);
+  const Model model = load_model(dir_, torch::kBFloat16, torch::kCPU);
   EXPECT_EQ(model.dtype(), torch::kBFloat16);
   EXPECT_EQ(model.checkpoint_key("norm.weight"), "model.language_model.norm.weight");
   EXPECT_FALSE(model.weights().layers[5].attn.k_proj.defined());
@@ -91,8 +88,8 @@ TEST_F(Loader, TiedHeadIgnoresAStoredLmHead) {
   Tensors tensors = checkpoint_tensors(j, "model.");
   tensors.emplace_back("lm_head.weight", torch::zeros({64, 32}));
   write_config(j);
-  write_safetensors((dir_ / "model.safetensors").string(), tensors);
-  EXPECT_NO_THROW(load_model(dir_.string(), torch::kFloat32, torch::kCPU));
+  write_safetensors(files::join(dir_, "model.safetensors"), tensors);
+  EXPECT_NO_THROW(load_model(dir_, torch::kFloat32, torch::kCPU));
 }
 
 TEST_F(Loader, ReportsMissingUnexpectedAndWrongShapeTogether) {
@@ -105,7 +102,7 @@ TEST_F(Loader, ReportsMissingUnexpectedAndWrongShapeTogether) {
     if (key == "model.norm.weight") t = torch::ones({31});
   }
   write_config(j);
-  write_safetensors((dir_ / "model.safetensors").string(), tensors);
+  write_safetensors(files::join(dir_, "model.safetensors"), tensors);
   expect_load_error({"1 missing: " + dropped, "1 unexpected: model.layers.0.mlp.extra_proj.weight",
                      "model.norm.weight [31] vs config [32]"});
 }
@@ -115,7 +112,7 @@ TEST_F(Loader, UntiedHeadMissing) {
   Tensors tensors = checkpoint_tensors(j, "model.");
   tensors.pop_back();  // lm_head.weight
   write_config(j);
-  write_safetensors((dir_ / "model.safetensors").string(), tensors);
+  write_safetensors(files::join(dir_, "model.safetensors"), tensors);
   expect_load_error({"missing: lm_head.weight"});
 }
 
@@ -126,23 +123,23 @@ TEST_F(Loader, IntegerWeightIsRejected) {
     if (key == "model.norm.weight") t = t.to(torch::kInt32);
   }
   write_config(j);
-  write_safetensors((dir_ / "model.safetensors").string(), tensors);
+  write_safetensors(files::join(dir_, "model.safetensors"), tensors);
   expect_load_error({"model.norm.weight is I32"});
 }
 
 TEST_F(Loader, TruncatedFileIsAnErrorNotACrash) {
   const json j = test::tiny_moe_config();
   write_config(j);
-  const fs::path file = dir_ / "model.safetensors";
-  write_safetensors(file.string(), checkpoint_tensors(j, "model."));
-  fs::resize_file(file, fs::file_size(file) / 2);
+  const std::string file = files::join(dir_, "model.safetensors");
+  write_safetensors(file, checkpoint_tensors(j, "model."));
+  files::truncate_file(file, files::file_size(file) / 2);
   expect_load_error({"model.safetensors", "truncated"});
 }
 
 TEST_F(Loader, IndexNamingAMissingShard) {
   const json j = test::tiny_moe_config();
   write_config(j);
-  std::ofstream(dir_ / "model.safetensors.index.json")
+  std::ofstream(files::join(dir_, "model.safetensors.index.json"))
       << json{{"weight_map", {{"model.embed_tokens.weight", "model-00001-of-00009.safetensors"}}}}.dump();
   expect_load_error({"model-00001-of-00009.safetensors"});
 }

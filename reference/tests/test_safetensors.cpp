@@ -5,11 +5,11 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "reference/error.h"
+#include "reference/files.h"
 
 namespace gemma4 {
 namespace {
@@ -270,7 +270,7 @@ TEST(SafetensorsDamage, MetadataNotStrings) {
 TEST(SafetensorsDamage, TruncatedFile) {
   const std::string path = temp_path("truncated.safetensors");
   write_safetensors(path, {{"w", torch::ones({100}, torch::kFloat32)}});
-  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 80);
+  files::truncate_file(path, files::file_size(path) - 80);
   expect_message(open_error(path), path, "truncated: header says 400 bytes of data, file has 320");
 }
 

@@ -3,13 +3,18 @@
 #include <nlohmann/json.hpp>
 #include <torch/types.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "reference/config.h"
 
 namespace gemma4::test {
 
-inline std::string shared_configs_dir() { return std::string(GEMMA4_SOURCE_DIR) + "/../shared/configs"; }
+// ../shared beside the checkout, or GEMMA4_SHARED_DIR where it lies elsewhere (the GPU host).
+inline std::string shared_configs_dir() {
+  const char* shared = std::getenv("GEMMA4_SHARED_DIR");
+  return (shared ? std::string(shared) : std::string(GEMMA4_SOURCE_DIR) + "/../shared") + "/configs";
+}
 inline std::string transformers_cases_dir() { return std::string(GEMMA4_SOURCE_DIR) + "/golden/transformers"; }
 
 // E2B-like in miniature: PLE, KV sharing (layers 3..6 borrow from 1 and 2), double-wide MLP, MQA.

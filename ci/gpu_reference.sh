@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# On the GPU host: build against its CUDA LibTorch, run every CTest test (the CUDA variants run
+# there instead of skipping), then compare one decoder layer of each released geometry with
+# transformers (tools/gpu_compare_transformers.sh). Logs go to $OUT when set.
+#
+# ../shared does not travel to the GPU host: copy it into the checkout as shared/ (git-ignored)
+# and pass it with the device tool's carry; GEMMA4_SHARED_DIR points the tests at it.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+export GEMMA4_SHARED_DIR=${GEMMA4_SHARED_DIR:-$PWD/shared}
+export TORCH_PREFIX=${TORCH_PREFIX:-$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')}
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+ci/build.sh > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+ctest --test-dir build --output-on-failure -j 8 > "$OUT/ctest.log" 2>&1
+ctest_status=$?
+grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest.log" | tail -15
+# Evidence that the CUDA variants ran rather than skipped.
+build/bin/test_reference --gtest_filter='*cuda*:*Cuda*:Checkpoint.RecomputeThread' 2>&1 | tee "$OUT/cuda_tests.log" |
+  grep -E "recompute on|PASSED|FAILED|SKIPPED" | tail -8
+CONFIGS=$GEMMA4_SHARED_DIR/configs tools/gpu_compare_transformers.sh
+compare_status=$?
+echo "ctest exit $ctest_status, comparison exit $compare_status"
+exit $((ctest_status || compare_status))

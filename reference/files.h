@@ -1,0 +1,18 @@
+#pragma once
+// The few file-system calls the project needs, on POSIX. Not std::filesystem: the PyPI LibTorch
+// exports its own statically linked copy of it, and the dynamic linker binds our calls to that
+// copy (std::filesystem::remove_all crashed through it).
+#include <string>
+#include <vector>
+
+namespace gemma4::files {
+
+bool is_directory(const std::string& path);
+bool is_file(const std::string& path);
+std::string join(const std::string& dir, const std::string& name);
+std::vector<std::string> list_directory(const std::string& dir);  // entry names, sorted, without . and ..
+int64_t file_size(const std::string& path);                       // -1 when it cannot be read
+void truncate_file(const std::string& path, int64_t size);        // throws gemma4::Error
+std::string make_temp_directory(const std::string& prefix);       // a new, empty directory under $TMPDIR or /tmp
+
+}  // namespace gemma4::files
