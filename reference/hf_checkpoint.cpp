@@ -118,9 +118,8 @@ Model load_model(const std::string& dir, torch::ScalarType dtype, const torch::D
   for (const auto& [key, file] : index.where) {
     if (used.count(key)) continue;
     // Other modalities of a conditional-generation checkpoint are not ours to load.
-    if (!starts_with(key, prefix) && key != "lm_head.weight") {
-      if (prefix == "model.language_model.") continue;
-    }
+    const bool other_modality = prefix == "model.language_model." && !starts_with(key, prefix) && key != "lm_head.weight";
+    if (other_modality) continue;
     const std::string name = starts_with(key, prefix) ? key.substr(prefix.size()) : key;
     if (name == "lm_head.weight" && config.tie_word_embeddings) continue;  // tied: the embedding is used
     if (is_unused_shared_kv_weight(config, name)) continue;

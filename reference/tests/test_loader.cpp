@@ -83,6 +83,21 @@ TEST_F(Loader, ConditionalGenerationLayoutShardedWithOtherModalities) {
   EXPECT_TRUE(torch::equal(model.weights().embed_tokens, tensors.front().second.to(torch::kBFloat16)));
 }
 
+// Checkpoints store BF16 or F16; the model may compute in another dtype.
+TEST_F(Loader, HalfPrecisionFiles) {
+  const json j = test::tiny_moe_config();
+  write_config(j);
+  for (torch::ScalarType stored : {torch::kBFloat16, torch::kFloat16}) {
+    SCOPED_TRACE(c10::toString(stored));
+    Tensors tensors = checkpoint_tensors(j, "model.");
+    for (auto& [key, t] : tensors) t = t.to(stored);
+    write_safetensors(files::join(dir_, "model.safetensors"), tensors);
+    const Model model = load_model(dir_, torch::kFloat32, torch::kCPU);
+    EXPECT_EQ(model.dtype(), torch::kFloat32);
+    EXPECT_TRUE(torch::equal(model.weights().embed_tokens, tensors.front().second.to(torch::kFloat32)));
+  }
+}
+
 TEST_F(Loader, TiedHeadIgnoresAStoredLmHead) {
   const json j = test::tiny_shared_kv_config();
   Tensors tensors = checkpoint_tensors(j, "model.");

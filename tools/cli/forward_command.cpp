@@ -4,7 +4,10 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
+#include <cstdio>
 #include <iostream>
+
+#include "git_sha.h"  // generated at build time
 
 #include "golden/h5_tensors.h"
 #include "reference/error.h"
@@ -12,10 +15,6 @@
 #include "reference/inputs.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
-
-#ifndef GEMMA4_GIT_SHA
-#define GEMMA4_GIT_SHA "unknown"
-#endif
 
 namespace gemma4::cli {
 namespace {
@@ -30,8 +29,7 @@ const std::vector<Option> kOptions = {
     {"checkpoint", "", "activation checkpointing on every layer"},
 };
 
-void write_outputs(const std::string& path, const Model& model, const ForwardOutputs& out, const Args& args) {
-  h5::File file = h5::File::create(path);
+void write_outputs(h5::File& file, const Model& model, const ForwardOutputs& out, const Args& args) {
   file.set_attr("/", "generator", std::string("reference ") + GEMMA4_GIT_SHA);
   file.set_attr("/", "torch", std::string(TORCH_VERSION));
   file.set_attr("/", "dtype", args.get("dtype", "f32"));
@@ -82,6 +80,17 @@ int forward_command(const std::vector<std::string>& argv) {
   ForwardOptions options;
   options.kv_key = parse_kv_key_convention(args.get("kv-key", "layer-type"));
 
+  // Created first, so an unwritable path fails before the work; removed again if the work fails.
+  const std::string out_path = args.get("out");
+  h5::File file = h5::File::create(out_path);
+  struct RemoveUnlessKept {
+    const std::string& path;
+    bool keep = false;
+    ~RemoveUnlessKept() {
+      if (!keep) std::remove(path.c_str());
+    }
+  } output_guard{out_path};
+
   Model model = load_model(args.get("model"), dtype, device);
   const ForwardInputs inputs = load_inputs(args.get("inputs"));
   if (args.has("checkpoint")) options.checkpoint_layers.assign(model.config().num_hidden_layers, true);
@@ -91,8 +100,9 @@ int forward_command(const std::vector<std::string>& argv) {
   torch::AutoGradMode grad_mode(training);
   const ForwardOutputs out = model.forward(inputs, options);
   if (training) out.loss.backward();
-  write_outputs(args.get("out"), model, out, args);
-  std::cout << "wrote " << args.get("out") << ": logits " << out.logits.sizes();
+  write_outputs(file, model, out, args);
+  output_guard.keep = true;
+  std::cout << "wrote " << out_path << ": logits " << out.logits.sizes();
   if (training) std::cout << ", loss " << out.loss.item<double>();
   std::cout << "\n";
   return 0;
