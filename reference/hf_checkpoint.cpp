@@ -68,12 +68,6 @@ std::string detect_prefix(const TensorIndex& index, const std::string& dir) {
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
 
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // "3 missing: a, b, c" with at most a few names, so the message stays one readable line.
 std::string summarize(const std::vector<std::string>& names, const std::string& what) {
   std::string s = std::to_string(names.size()) + " " + what + ": ";

@@ -15,17 +15,11 @@ namespace {
 
 using torch::Tensor;
 
-std::string shape_string(const Tensor& t) {
-  std::string s = "[";
-  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
-  return s + "]";
-}
-
 void check_int_matrix(const Tensor& t, const char* name, const Tensor& like) {
   if (t.scalar_type() != torch::kInt64) throw Error(std::string(name) + " must be int64");
-  if (t.dim() != 2) throw Error(std::string(name) + " must be [batch, seq], got " + shape_string(t));
+  if (t.dim() != 2) throw Error(std::string(name) + " must be [batch, seq], got " + shape_string(t.sizes()));
   if (like.defined() && t.sizes() != like.sizes()) {
-    throw Error(std::string(name) + " has shape " + shape_string(t) + " but input_ids has " + shape_string(like));
+    throw Error(std::string(name) + " has shape " + shape_string(t.sizes()) + " but input_ids has " + shape_string(like.sizes()));
   }
 }
 

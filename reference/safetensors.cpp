@@ -54,12 +54,6 @@ const DtypeInfo* find_dtype(torch::Dtype dtype) {
   throw Error(path + ": " + problem);
 }
 
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // The 8-byte little-endian length that opens the file.
 uint64_t read_u64_le(const uint8_t* p) {
   uint64_t v = 0;
