@@ -19,6 +19,10 @@ install_debian_packages() {
   command -v ninja >/dev/null || missing+=(ninja-build)
   command -v g++ >/dev/null || missing+=(g++)
   command -v git >/dev/null || missing+=(git)
+  if [ -z "${TORCH_PREFIX:-}" ]; then
+    command -v python3 >/dev/null || missing+=(python3)
+    python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+  fi
   [ -e /usr/include/hdf5/serial/hdf5.h ] || [ -e /usr/include/hdf5.h ] || missing+=(libhdf5-dev)
   [ -e /usr/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
   [ -e /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
