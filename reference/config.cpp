@@ -260,15 +260,6 @@ const char* layer_type_name(LayerType type) {
   return type == LayerType::kSliding ? "sliding_attention" : "full_attention";
 }
 
-bool Config::sliding_window_allows(int64_t i, int64_t j) const {
-  if (bidirectional) {
-    // transformers stores sliding_window // 2 + 1 and masks |i - j| <= that (inclusive).
-    const int64_t reach = sliding_window / 2 + 1;
-    return std::abs(i - j) <= reach;
-  }
-  return j <= i && i - j < sliding_window;
-}
-
 Config parse_config(const json& config_json) {
   const json& j = text_config_of(config_json);
   const std::string model_type = string_or(j, "model_type", "gemma4_text");

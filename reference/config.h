@@ -71,8 +71,6 @@ struct Config {
   nlohmann::json text_config_json;
 
   int first_kv_shared_layer() const { return static_cast<int>(num_hidden_layers - num_kv_shared_layers); }
-  // Query i sees key j of a sliding layer iff this holds (before the padding mask).
-  bool sliding_window_allows(int64_t i, int64_t j) const;
 };
 
 // Accepts the flat gemma4_text form and the nested form ({"text_config": {...}}), and both

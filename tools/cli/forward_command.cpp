@@ -1,7 +1,6 @@
 // gemma4-conform forward: the contract other tools rely on (issue "Foundation"). Reads a Hugging
 // Face checkpoint and an inputs file, runs the reference, and writes logits, hidden states and,
 // with labels, the loss and the gradient of every trainable tensor, to HDF5.
-#include <torch/cuda.h>
 #include <torch/version.h>
 
 #include <cstdio>
@@ -52,24 +51,6 @@ void write_outputs(h5::File& file, const Model& model, const ForwardOutputs& out
 }
 
 }  // namespace
-
-torch::ScalarType parse_dtype(const std::string& name) {
-  if (name == "f32") return torch::kFloat32;
-  if (name == "bf16") return torch::kBFloat16;
-  if (name == "f16") return torch::kFloat16;
-  throw UsageError{"--dtype must be f32, bf16 or f16, got '" + name + "'"};
-}
-
-torch::Device parse_device(const std::string& name) {
-  if (name == "cpu") return torch::kCPU;
-  if (name == "cuda") {
-    if (!torch::cuda::is_available()) {
-      throw Error("--device cuda: no CUDA device is available to this LibTorch");
-    }
-    return torch::Device(torch::kCUDA, 0);
-  }
-  throw UsageError{"--device must be cpu or cuda, got '" + name + "'"};
-}
 
 int forward_command(const std::vector<std::string>& argv) {
   Args args;
