@@ -197,6 +197,24 @@ TEST(AgainstTransformersNegativeControl, SmallWeightErrorsFailTheBounds) {
   EXPECT_NE(activation_mismatch(Model(model.config(), one_plus_w).forward(inputs).logits, expected), "");
 }
 
+// Negative control for the FlashAttention rule: a bf16 model with a (1 + w) final norm breaks it,
+// while the faithful bf16 model meets it.
+TEST(AgainstTransformersNegativeControl, ReducedPrecisionRuleCatchesAOnePlusWNorm) {
+  const std::string dir = files::join(test::transformers_cases_dir(), "dense_keqv");
+  const Model model = load_model(dir, torch::kBFloat16, torch::kCPU);
+  const ForwardInputs inputs = load_inputs(files::join(dir, "inputs.safetensors"));
+  const torch::Tensor truth = h5::File::open_read(files::join(dir, "expected.h5")).read("logits");
+  const torch::Tensor eager = h5::File::open_read(files::join(dir, "expected_bf16.h5")).read("logits");
+  torch::NoGradGuard no_grad;
+  const RuleResult faithful = flash_attention_rule(model.forward(inputs).logits, eager, truth, 2, torch::kBFloat16);
+  EXPECT_LE(faithful.ours_err, faithful.bound);
+  ModelWeights one_plus_w = model.weights();
+  one_plus_w.norm = one_plus_w.norm + 1;
+  const RuleResult broken =
+      flash_attention_rule(Model(model.config(), one_plus_w).forward(inputs).logits, eager, truth, 2, torch::kBFloat16);
+  EXPECT_GT(broken.ours_err, broken.bound) << "error " << broken.ours_err << ", bound " << broken.bound;
+}
+
 // Guards against an empty case folder turning the suite above into zero tests.
 TEST(AgainstTransformersCases, AreCommitted) { EXPECT_GE(all_runs().size(), 2u * 2u * 5u); }
 
