@@ -8,6 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TORCH_VERSION=2.11.0  # the GPU host's version; its PyPI wheel is built for CUDA 13.0, like our nvcc
+H5PY_VERSION=3.16.0
+NUMPY_VERSION=2.4.6
 BUILD_DIR=${BUILD_DIR:-build}
 say() { echo "[build] $*"; }
 
@@ -56,6 +58,11 @@ torch_prefix() {
       echo /usr/lib/x86_64-linux-gnu/cmake/Torch
       return
     fi
+  fi
+  # h5py and NumPy: the golden files' cross-read check (tools/golden_h5py_check.py, in CTest).
+  if ! .venv/bin/python -c 'import h5py, numpy' 2>/dev/null; then
+    say "installing h5py==$H5PY_VERSION numpy==$NUMPY_VERSION from PyPI into .venv" >&2
+    .venv/bin/python -m pip install -q "h5py==$H5PY_VERSION" "numpy==$NUMPY_VERSION" >&2
   fi
   .venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)'
 }

@@ -187,7 +187,12 @@ T read_number_attr(const std::string& path, hid_t file, const std::string& objec
 
 File File::create(const std::string& path) {
   silence_hdf5_errors();
-  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const Handle file_props(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+  H5Pset_obj_track_times(file_props.get(), 0);  // the root group's timestamps (see write)
+  // The HDF5 1.10 file format: a dataset stored in one chunk needs no chunk index (B-tree) then.
+  const Handle access_props(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_libver_bounds(access_props.get(), H5F_LIBVER_V110, H5F_LIBVER_V110);
+  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, file_props.get(), access_props.get());
   if (id < 0) fail(path, "cannot create HDF5 file");
   return File(path, id);
 }
@@ -224,11 +229,29 @@ void File::write(const std::string& dataset, const torch::Tensor& tensor) {
   }
   if (object_exists(id_, dataset)) fail(path_, quoted(dataset) + " already exists");
 
+  // No object timestamps, so that writing the same tensors twice gives byte-identical files.
+  const Handle group_props(H5Pcreate(H5P_GROUP_CREATE), H5Pclose);
+  H5Pset_obj_track_times(group_props.get(), 0);
+  for (size_t slash = dataset.find('/'); slash != std::string::npos; slash = dataset.find('/', slash + 1)) {
+    const std::string group = dataset.substr(0, slash);
+    if (group.empty() || object_exists(id_, group)) continue;
+    const Handle g(H5Gcreate2(id_, group.c_str(), H5P_DEFAULT, group_props.get(), H5P_DEFAULT), H5Gclose);
+    if (!g.valid()) fail(path_, "cannot create group " + quoted(group));
+  }
   const Handle space = dataspace_of(t);
-  const Handle link_props(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
-  H5Pset_create_intermediate_group(link_props.get(), 1);
+  const Handle dataset_props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_obj_track_times(dataset_props.get(), 0);
+  // Compressed in one chunk (byte shuffle + deflate): values widened from bf16/f16 have all-zero
+  // low mantissa bytes, which then cost almost nothing. Readers decompress transparently.
+  // Tensors over 64 MiB (real-geometry goldens) stay contiguous: deflate would take minutes.
+  if (t.numel() >= 256 && t.nbytes() <= (int64_t{64} << 20) && H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0) {
+    const std::vector<hsize_t> chunk(t.sizes().begin(), t.sizes().end());
+    H5Pset_chunk(dataset_props.get(), static_cast<int>(chunk.size()), chunk.data());
+    H5Pset_shuffle(dataset_props.get());
+    H5Pset_deflate(dataset_props.get(), 6);
+  }
   const Handle dset(
-      H5Dcreate2(id_, dataset.c_str(), type, space.get(), link_props.get(), H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+      H5Dcreate2(id_, dataset.c_str(), type, space.get(), H5P_DEFAULT, dataset_props.get(), H5P_DEFAULT), H5Dclose);
   if (!dset.valid()) fail(path_, "cannot create dataset " + quoted(dataset));
   // An empty tensor may have no buffer at all; its dataset needs no write.
   if (t.numel() > 0 && H5Dwrite(dset.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr()) < 0) {
@@ -256,6 +279,12 @@ torch::Tensor File::read(const std::string& dataset) const {
 }
 
 bool File::exists(const std::string& object) const { return object_exists(id_, object); }
+
+bool File::is_group(const std::string& object) const {
+  if (!object_exists(id_, object)) return false;
+  const Handle h(H5Oopen(id_, object.c_str(), H5P_DEFAULT), H5Oclose);
+  return h.valid() && H5Iget_type(h.get()) == H5I_GROUP;
+}
 
 std::vector<std::string> File::children(const std::string& group) const {
   const Handle g = open_object(path_, id_, group, Kind::Group);

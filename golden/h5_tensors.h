@@ -26,6 +26,7 @@ class File {
   void write(const std::string& dataset, const torch::Tensor& tensor);  // any device, contiguous or not
   torch::Tensor read(const std::string& dataset) const;                 // CPU tensor; throws naming the dataset
   bool exists(const std::string& object) const;                         // group or dataset
+  bool is_group(const std::string& object) const;
   std::vector<std::string> children(const std::string& group) const;    // names directly under it, sorted
 
   // Attributes on the root ("/") or on any group or dataset.

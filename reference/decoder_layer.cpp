@@ -37,6 +37,8 @@ AttentionOutputs attention(const Config& c, int l, const AttentionWeights& w, co
   return {at::linear(eager_attention(q, k, v, in.mask), w.o_proj), k, v};
 }
 
+}  // namespace
+
 Tensor mlp(const MlpWeights& w, const Tensor& x) {
   return at::linear(gelu_tanh(at::linear(x, w.gate_proj)) * at::linear(x, w.up_proj), w.down_proj);
 }
@@ -78,8 +80,6 @@ Tensor per_layer_input_branch(const Config& c, const LayerWeights& w, const Tens
   return rms_norm(at::linear(gated, w.per_layer_projection), w.post_per_layer_input_norm, c.rms_norm_eps);
 }
 
-}  // namespace
-
 LayerOutputs decoder_layer(const Config& c, int l, const LayerWeights& w, const LayerInputs& in) {
   const double eps = c.rms_norm_eps;
   Tensor residual = in.hidden;
@@ -94,8 +94,8 @@ LayerOutputs decoder_layer(const Config& c, int l, const LayerWeights& w, const 
   if (c.hidden_size_per_layer_input > 0) h = h + per_layer_input_branch(c, w, h, in.per_layer_input);
   h = h * w.layer_scalar;
 
-  LayerOutputs out{h, Tensor(), Tensor()};
-  if (c.layers[l].stores_kv) {
+  LayerOutputs out{h, attn.out, Tensor(), Tensor()};
+  if (!c.layers[l].kv_shared) {
     out.k = attn.k;
     out.v = attn.v;
   }

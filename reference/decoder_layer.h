@@ -19,11 +19,21 @@ struct LayerInputs {
 };
 
 struct LayerOutputs {
-  torch::Tensor hidden;  // [B, S, H]
-  torch::Tensor k, v;    // this layer's K/V [B, Hkv, S, D]; defined only when it stores them
+  torch::Tensor hidden;     // [B, S, H]
+  torch::Tensor attention;  // [B, S, H]: the attention block's output after o_proj, before its norm
+  torch::Tensor k, v;    // this layer's K/V [B, Hkv, S, D]; undefined on KV-shared layers (they borrow)
 };
 
 LayerOutputs decoder_layer(const Config& config, int layer, const LayerWeights& weights, const LayerInputs& in);
+
+// The parts of a layer that are more than one primitive (GEMMA4.md, Forward 4), for op-level
+// goldens and backends.
+torch::Tensor mlp(const MlpWeights& weights, const torch::Tensor& x);  // GeGLU: down(gelu_tanh(gate x) * up x)
+// The MoE branch from the residual stream: router, top-k experts, its own norms.
+torch::Tensor moe(const Config& config, const MoeWeights& weights, const torch::Tensor& residual);
+// The gated per-layer-input branch added to the layer output when PLE is on.
+torch::Tensor per_layer_input_branch(const Config& config, const LayerWeights& weights, const torch::Tensor& hidden,
+                                     const torch::Tensor& per_layer_input);
 
 // The layer's tensors that need gradient (what a checkpoint must route gradient to).
 std::vector<torch::Tensor> trainable_tensors(const Config& config, int layer, const LayerWeights& weights);

@@ -50,6 +50,16 @@ void truncate_file(const std::string& path, int64_t size) {
   if (::truncate(path.c_str(), size) != 0) throw Error(path + ": cannot truncate: " + std::strerror(errno));
 }
 
+void make_directories(const std::string& path) {
+  for (size_t slash = path.find('/', 1); ; slash = path.find('/', slash + 1)) {
+    const std::string prefix = path.substr(0, slash);
+    if (!prefix.empty() && !is_directory(prefix) && ::mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST) {
+      throw Error(prefix + ": cannot create directory: " + std::strerror(errno));
+    }
+    if (slash == std::string::npos) return;
+  }
+}
+
 std::string make_temp_directory(const std::string& prefix) {
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = join(tmp && *tmp ? tmp : "/tmp", prefix + "XXXXXX");

@@ -13,6 +13,7 @@ std::string join(const std::string& dir, const std::string& name);
 std::vector<std::string> list_directory(const std::string& dir);  // entry names, sorted, without . and ..
 int64_t file_size(const std::string& path);                       // -1 when it cannot be read
 void truncate_file(const std::string& path, int64_t size);        // throws gemma4::Error
+void make_directories(const std::string& path);                  // like mkdir -p; throws gemma4::Error
 std::string make_temp_directory(const std::string& prefix);       // a new, empty directory under $TMPDIR or /tmp
 
 }  // namespace gemma4::files

@@ -51,7 +51,14 @@ void validate_inputs(const Config& c, const ForwardInputs& in) {
   }
 }
 
-// Per-layer embeddings (GEMMA4.md, Forward 2): [B, S, L, P].
+// The tensors a layer receives, flattened for checkpoint() and back.
+std::vector<Tensor> pack(const LayerInputs& in) {
+  return {in.hidden, in.per_layer_input, in.shared_k, in.shared_v, in.rope_cos, in.rope_sin, in.mask};
+}
+LayerInputs unpack(const std::vector<Tensor>& t) { return {t[0], t[1], t[2], t[3], t[4], t[5], t[6]}; }
+
+}  // namespace
+
 Tensor per_layer_inputs(const Config& c, const ModelWeights& w, const Tensor& ids, const Tensor& embeds) {
   const int64_t B = ids.size(0), S = ids.size(1), L = c.num_hidden_layers, P = c.hidden_size_per_layer_input;
   const auto dtype = w.embed_tokens_per_layer.scalar_type();
@@ -63,14 +70,6 @@ Tensor per_layer_inputs(const Config& c, const ModelWeights& w, const Tensor& id
   context = rms_norm(context.reshape({B, S, L, P}), w.per_layer_projection_norm, c.rms_norm_eps);
   return (context + token) * std::pow(2.0, -0.5);
 }
-
-// The tensors a layer receives, flattened for checkpoint() and back.
-std::vector<Tensor> pack(const LayerInputs& in) {
-  return {in.hidden, in.per_layer_input, in.shared_k, in.shared_v, in.rope_cos, in.rope_sin, in.mask};
-}
-LayerInputs unpack(const std::vector<Tensor>& t) { return {t[0], t[1], t[2], t[3], t[4], t[5], t[6]}; }
-
-}  // namespace
 
 Model::Model(Config config, ModelWeights weights, std::string key_prefix)
     : config_(std::make_shared<const Config>(std::move(config))),
@@ -128,15 +127,19 @@ ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions&
       // The closure holds the config (immutable, shared) and the layer's weights: plain data.
       auto fn = [config = config_, l, w = weights_.layers[l]](const std::vector<Tensor>& t) {
         const LayerOutputs o = decoder_layer(*config, l, w, unpack(t));
-        return std::vector<Tensor>{o.hidden, o.k, o.v};
+        return std::vector<Tensor>{o.hidden, o.k, o.v, o.attention};
       };
       const std::vector<Tensor> o = checkpoint(fn, pack(in), trainable_tensors(c, l, weights_.layers[l]));
-      layer_out = {o[0], o[1], o[2]};
+      layer_out = {o[0], o[3], o[1], o[2]};
     } else {
       layer_out = decoder_layer(c, l, weights_.layers[l], in);
     }
     h = layer_out.hidden;
     if (spec.stores_kv) kv_store[kv_write_key(c, l, options.kv_key)] = {layer_out.k, layer_out.v};
+    if (options.keep_layer_outputs) {
+      out.attention_outputs.push_back(layer_out.attention);
+      if (spec.stores_kv) out.stored_kv[l] = {layer_out.k, layer_out.v};
+    }
     if (options.keep_hidden_states && l + 1 < c.num_hidden_layers) out.hidden_states.push_back(h);
   }
 

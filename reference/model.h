@@ -3,6 +3,7 @@
 // backward is LibTorch autograd. GEMMA4.md is the contract this follows.
 #include <torch/types.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -24,6 +25,7 @@ struct ForwardOptions {
   KvKeyConvention kv_key = KvKeyConvention::kLayerType;
   std::vector<bool> checkpoint_layers;  // activation checkpointing per layer; empty: none
   bool keep_hidden_states = true;
+  bool keep_layer_outputs = false;  // fill attention_outputs and stored_kv (for goldens)
 };
 
 struct ForwardOutputs {
@@ -32,7 +34,16 @@ struct ForwardOutputs {
   // 1 <= i < L, [L] the final-norm output.
   std::vector<torch::Tensor> hidden_states;
   torch::Tensor loss;  // fp32 scalar, when labels were given
+  // With keep_layer_outputs: each layer's attention output after o_proj [B, S, H], and the K/V
+  // [B, Hkv, S, D] each storing layer hands to the KV-shared layers, by layer index.
+  std::vector<torch::Tensor> attention_outputs;
+  std::map<int, std::pair<torch::Tensor, torch::Tensor>> stored_kv;
 };
+
+// Per-layer embeddings (GEMMA4.md, Forward 2): [B, S, L, P] from the token ids and the scaled
+// embeddings [B, S, H].
+torch::Tensor per_layer_inputs(const Config& config, const ModelWeights& weights, const torch::Tensor& input_ids,
+                               const torch::Tensor& embeddings);
 
 class Model {
  public:

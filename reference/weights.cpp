@@ -1,9 +1,11 @@
 #include "reference/weights.h"
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 
+#include <cmath>
 #include <regex>
+
+#include "reference/counter_random.h"
 
 namespace gemma4 {
 namespace {
@@ -87,21 +89,17 @@ bool is_unused_shared_kv_weight(const Config& c, const std::string& name) {
   return l < c.num_hidden_layers && c.layers[l].kv_shared;
 }
 
+torch::Tensor random_weight(const std::string& name, at::IntArrayRef shape, uint64_t seed) {
+  if (is_scale(name)) return counter_uniform(seed, name, shape, 1.0, 0.5);
+  // Variance 1 for embeddings, 1/fan_in for projections: uniform(-a, a) has variance a^2/3.
+  const bool embedding = name.find("embed_tokens") != std::string::npos;
+  const double variance = embedding ? 1.0 : 1.0 / static_cast<double>(shape.back());
+  return counter_uniform(seed, name, shape, 0.0, std::sqrt(3.0 * variance));
+}
+
 ModelWeights random_weights(const Config& c, uint64_t seed, torch::ScalarType dtype, const torch::Device& device) {
   ModelWeights w;
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
-  for (WeightSlot& slot : weight_slots(c, w)) {
-    torch::Tensor t;
-    if (is_scale(slot.name)) {
-      t = at::empty(slot.shape, f32).uniform_(0.5, 1.5, gen);
-    } else {
-      const double fan_in = static_cast<double>(slot.shape.back());
-      const bool embedding = slot.name.find("embed_tokens") != std::string::npos;
-      t = at::empty(slot.shape, f32).normal_(0.0, embedding ? 1.0 : 1.0 / std::sqrt(fan_in), gen);
-    }
-    *slot.tensor = t.to(device, dtype);
-  }
+  for (WeightSlot& slot : weight_slots(c, w)) *slot.tensor = random_weight(slot.name, slot.shape, seed).to(device, dtype);
   return w;
 }
 

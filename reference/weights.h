@@ -58,8 +58,11 @@ std::vector<WeightSlot> layer_weight_slots(const Config& config, int layer, Laye
 // Names a KV-shared layer may carry in older checkpoints without using them (GEMMA4.md).
 bool is_unused_shared_kv_weight(const Config& config, const std::string& name);
 
-// Random weights (normal 1/sqrt(fan_in) for matrices, uniform(0.5, 1.5) for norm scales and
-// layer_scalar, seeded) for tests and benchmarks at real geometry without a checkpoint.
+// Seeded weights for tests, goldens and benchmarks at real geometry without a checkpoint, from
+// counter_uniform (bit-for-bit reproducible; stream name = the slot name): uniform(0.5, 1.5) for
+// norm scales, router scales and layer_scalar; zero-mean uniform with variance 1/fan_in for
+// matrices (1 for embeddings). Generated in fp32, then cast to `dtype`.
+torch::Tensor random_weight(const std::string& name, at::IntArrayRef shape, uint64_t seed);  // fp32, CPU
 ModelWeights random_weights(const Config& config, uint64_t seed, torch::ScalarType dtype, const torch::Device& device);
 
 // Trainable tensors get requires_grad.

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Write Gemma-4 test cases whose expected outputs come from Hugging Face transformers itself.
 
-A case directory holds everything the C++ reference needs to be checked without Python:
+A tiny case directory (`generate`) holds everything the C++ reference needs to be checked
+without Python:
 
     config.json                      the HF config (flat gemma4_text, or nested gemma4 for the
                                      Gemma4ForConditionalGeneration layout)
@@ -9,17 +10,21 @@ A case directory holds everything the C++ reference needs to be checked without 
                                      shards + model.safetensors.index.json
     inputs.safetensors               int64 input_ids [B,S], labels [B,S] (-100 at padding) and,
                                      for padded cases only, attention_mask [B,S]
-    expected.h5                      what transformers computes from exactly these files:
-                                     logits [B,S,V], hidden_states/<i> (i = 0..L), loss (0-d),
-                                     grads/<checkpoint key> for every trainable parameter
-    expected_bf16.h5                 the same with the model in bfloat16 (tiny cases and
-                                     generate-geometry): the same-dtype eager baseline of the
-                                     FlashAttention tolerance rule, with expected.h5 as truth
-    expected_f16.h5                  (tiny cases only) the same in float16
+    golden.f32.h5                    golden files, format v1 (golden/FORMAT.md, kind "model"):
+    golden.bf16.h5                   inputs/, weights/ (the text model's tensors in the file's
+    golden.f16.h5                    dtype), expected/outputs/ (logits, loss, hidden_states/<i>,
+                                     attention_output/<l>, shared_kv/<l>/k|v) and expected/grads/,
+                                     all from transformers' eager run in that dtype; the bf16 and
+                                     f16 files add truth/: the same run in float32 on the same
+                                     rounded weights (the FlashAttention tolerance rule's truth)
 
-The expected outputs are computed by a model that transformers loads back from the case
-directory with from_pretrained, so they also prove that the files on disk are what transformers
-reads (and the grads come out named by the checkpoint keys, whatever the layout).
+config.json and the weights are loader fixtures; the golden files are self-contained. The
+expected outputs are computed by a model that transformers loads back from the case directory
+with from_pretrained, so they also prove that the files on disk are what transformers reads.
+
+`generate-geometry` writes a real layer geometry with few layers for a GPU host
+(tools/gpu_compare_transformers.sh), in the older layout that script compares:
+expected.h5 / expected_bf16.h5 with logits, hidden_states/<i>, loss and grads/<checkpoint key>.
 
 Subcommands:
     list                                     tiny case names
@@ -50,6 +55,7 @@ from transformers.models.gemma4.modeling_gemma4 import (
     Gemma4RMSNorm,
     Gemma4TextDecoderLayer,
     Gemma4TextExperts,
+    Gemma4TextModel,
     Gemma4TextRouter,
 )
 
@@ -68,6 +74,7 @@ DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 @dataclasses.dataclass(frozen=True)
 class Case:
     name: str
+    description: str  # one line: what the case exercises (the golden files' `description`)
     text_config: dict[str, Any]  # Gemma4TextConfig keyword arguments
     batch: int
     seq: int
@@ -115,6 +122,7 @@ TINY_CASES: dict[str, Case] = {
         # softcap, tied embeddings, no PLE.
         Case(
             name="dense_keqv",
+            description="31B-like: K=V global layers with fewer global KV heads, softcap, tied embeddings",
             text_config=_tiny_base(
                 num_hidden_layers=4,
                 layer_types=[SLIDING, FULL, SLIDING, FULL],
@@ -132,6 +140,7 @@ TINY_CASES: dict[str, Case] = {
         # sharing point, not layer 0) and layer 2 (full); layers 3 and 4 both read layer 1.
         Case(
             name="e2b_like",
+            description="E2B-like: PLE, KV sharing, double-wide MLP, MQA; sharded conditional-generation checkpoint",
             text_config=_tiny_base(
                 intermediate_size=16,
                 num_hidden_layers=6,
@@ -154,6 +163,7 @@ TINY_CASES: dict[str, Case] = {
         # hidden_size 24 keeps seven MoE layers under the size budget.
         Case(
             name="moe",
+            description="26B-A4B-like: MoE beside the dense MLP, K=V, untied lm_head, default layer pattern",
             text_config=_tiny_base(
                 hidden_size=24,
                 intermediate_size=16,
@@ -175,6 +185,7 @@ TINY_CASES: dict[str, Case] = {
         # Padding: row 0 left-padded, row 1 right-padded, row 2 unpadded.
         Case(
             name="padded_batch",
+            description="attention mask: one left-padded, one right-padded and one unpadded row",
             text_config=_tiny_base(
                 num_hidden_layers=3,
                 layer_types=[SLIDING, SLIDING, FULL],
@@ -189,6 +200,7 @@ TINY_CASES: dict[str, Case] = {
         # use_bidirectional_attention == "all": no causal mask, two-sided sliding window.
         Case(
             name="bidirectional",
+            description="use_bidirectional_attention all: no causal mask, two-sided sliding window",
             text_config=_tiny_base(
                 num_hidden_layers=3,
                 layer_types=[SLIDING, SLIDING, FULL],
@@ -223,7 +235,8 @@ def geometry_case(geometry: str, seq: int, configs_dir: Path) -> Case:
         vocab_size=GEOMETRY_VOCAB,
         vocab_size_per_layer_input=GEOMETRY_VOCAB,
     )
-    return Case(name=f"geometry_{geometry}", text_config=text_config, batch=1, seq=seq)
+    return Case(name=f"geometry_{geometry}", description=f"{geometry} geometry, {len(layer_types)} layers",
+                text_config=text_config, batch=1, seq=seq)
 
 
 # --------------------------------------------------------------------------------------------
@@ -493,6 +506,7 @@ def check_outputs(case: Case, result: dict[str, Any], num_layers: int, checkpoin
 
 
 def write_expected(path: Path, result: dict[str, Any], attrs: dict[str, Any]) -> None:
+    """The older layout generate-geometry writes, which tools/gpu_compare_transformers.sh compares."""
     def as_f32(tensor: torch.Tensor) -> np.ndarray:
         return tensor.detach().to("cpu", torch.float32).numpy()
 
@@ -575,6 +589,186 @@ def check_text_model_equivalence(case: Case, model: torch.nn.Module, inputs: dic
 
 
 # --------------------------------------------------------------------------------------------
+# Golden files, format v1 (golden/FORMAT.md, kind "model")
+# --------------------------------------------------------------------------------------------
+
+# One file per dtype, golden.<dtype>.h5; the reduced-precision ones carry a float32 truth/.
+GOLDEN_DTYPES = ("f32", "bf16", "f16")
+
+
+def text_decoder(model: torch.nn.Module) -> Gemma4TextModel:
+    """The text model whose root the golden names are relative to, whatever the layout."""
+    return model.model.language_model if isinstance(model, Gemma4ForConditionalGeneration) else model.model
+
+
+def golden_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
+    """Every trainable parameter by its golden name (`layers.0.mlp.up_proj.weight`).
+
+    A tied lm_head is the embedding's Parameter, so it is listed once, as embed_tokens.weight."""
+    decoder = text_decoder(model)
+    params = dict(decoder.named_parameters())
+    if not any(model.lm_head.weight is p for p in params.values()):
+        params["lm_head.weight"] = model.lm_head.weight
+    if len(params) != len(list(model.parameters())):
+        raise RuntimeError("the model has parameters outside the text decoder and lm_head")
+    return params
+
+
+def golden_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The parameters plus the persistent buffers (layer_scalar): what weights/ stores."""
+    decoder = text_decoder(model)
+    persistent = set(decoder.state_dict().keys())
+    buffers = {name: buf for name, buf in decoder.named_buffers() if name in persistent}
+    return {**golden_parameters(model), **buffers}
+
+
+def run_golden(model: torch.nn.Module, inputs: dict[str, torch.Tensor], device: str) -> dict[str, torch.Tensor]:
+    """Forward and backward of HF's loss, as the dataset tree under expected/ or truth/.
+
+    The attention outputs and the shared K/V are not model outputs: forward hooks on every
+    self_attn read them (output[0], and what a storing layer wrote into shared_kv_states)."""
+    decoder = text_decoder(model)
+    shared_types = {layer.self_attn.layer_type for layer in decoder.layers if layer.self_attn.is_kv_shared_layer}
+    captured: dict[str, torch.Tensor] = {}
+
+    def capture(index: int):
+        def hook(module, args, kwargs, output):
+            captured[f"outputs/attention_output/{index}"] = output[0].detach()
+            # store_full_length_kv is also true without sharing (last layer of each type):
+            # only a layer whose K/V some shared layer reads is a storing layer.
+            if module.store_full_length_kv and module.layer_type in shared_types:
+                k, v = kwargs["shared_kv_states"][module.layer_type]
+                captured[f"outputs/shared_kv/{index}/k"] = k.detach()
+                captured[f"outputs/shared_kv/{index}/v"] = v.detach()
+        return hook
+
+    handles = [layer.self_attn.register_forward_hook(capture(i), with_kwargs=True)
+               for i, layer in enumerate(decoder.layers)]
+    try:
+        result = run_reference(model, inputs, device)
+    finally:
+        for handle in handles:
+            handle.remove()
+    tree = {"outputs/logits": result["logits"], "outputs/loss": result["loss"], **captured}
+    for i, hidden in enumerate(result["hidden_states"]):
+        tree[f"outputs/hidden_states/{i}"] = hidden
+    # run_reference has noted (and zero-filled) any parameter that received no gradient.
+    for name, param in golden_parameters(model).items():
+        tree[f"grads/{name}"] = param.grad if param.grad is not None else torch.zeros_like(param)
+    check_golden_tree(model, tree)
+    return tree
+
+
+def check_golden_tree(model: torch.nn.Module, tree: dict[str, torch.Tensor]) -> None:
+    layers = model.config.get_text_config().num_hidden_layers
+    for prefix, count in (("outputs/hidden_states/", layers + 1), ("outputs/attention_output/", layers)):
+        found = sum(name.startswith(prefix) for name in tree)
+        if found != count:
+            raise RuntimeError(f"{found} datasets {prefix}* for {layers} layers, expected {count}")
+    for name, tensor in tree.items():
+        if not torch.isfinite(tensor).all():
+            raise RuntimeError(f"non-finite {name}")
+
+
+@torch.no_grad()
+def load_truth(case: Case, case_dir: Path, dtype: torch.dtype, device: str) -> torch.nn.Module:
+    """transformers in float32 on the weights rounded to `dtype`: the truth/ of a bf16/f16 file.
+
+    Rounding the loaded float32 tensors in place equals loading a checkpoint of the rounded
+    weights; the non-persistent RoPE and embedding-scale buffers stay float32, as from_pretrained
+    leaves them."""
+    model = load_reference(case, case_dir, torch.float32, device)
+    for tensor in model.state_dict().values():
+        tensor.copy_(tensor.to(dtype).float())
+    return model
+
+
+def assert_same_weights(rounded: dict[str, torch.Tensor], truth: dict[str, torch.Tensor]) -> None:
+    if rounded.keys() != truth.keys():
+        raise RuntimeError("the truth model's weights are named differently")
+    for name, tensor in rounded.items():
+        if not torch.equal(tensor.float(), truth[name]):
+            raise RuntimeError(f"{name}: the truth model's weight differs from the rounded one")
+
+
+def golden_attrs(case: Case, config_path: Path, dtype_name: str, device: str, seed: int) -> dict[str, Any]:
+    """Root attributes. `config` is the text part of config.json, as the C++ loader reads it."""
+    config = json.loads(config_path.read_text())
+    attrs: dict[str, Any] = {
+        "format_version": np.int64(1),
+        "kind": "model",
+        "case": f"transformers/{case.name}",
+        "description": case.description,
+        "generator": f"transformers {transformers.__version__}",
+        "config": json.dumps(config.get("text_config", config), sort_keys=True),
+        "dtype": dtype_name,
+        "device": device,
+        "seed": np.int64(seed),
+        "torch_version": str(torch.__version__),  # TorchVersion, a str subclass h5py cannot store
+        "tolerance_class": "fp32" if dtype_name == "f32" else "reduced-precision",
+        "weights": "stored",
+        "kv_key": "layer-type",  # transformers >= 5.8 keys shared_kv_states by layer type
+    }
+    if dtype_name != "f32":
+        attrs["truth_dtype"] = "f32"
+    if device == "cuda":
+        attrs["cuda_version"] = str(torch.version.cuda)
+        attrs["gpu_name"] = torch.cuda.get_device_name()
+    return attrs
+
+
+def write_golden(path: Path, attrs: dict[str, Any], datasets: dict[str, torch.Tensor]) -> None:
+    """Floats as float32 (exact for bf16/f16 values), integers as int64, in sorted order.
+
+    Three files per case with weights, grads and a truth tree would take ~14 MB of committed
+    data, so every non-scalar dataset is one deflate-compressed chunk behind a byte shuffle
+    (bf16/f16 values widened to float32 end in zero bytes, which deflate removes); HDF5 reads
+    it transparently. The v1.10 file format gives a single chunk a few bytes of index instead of
+    a B-tree node; HDF5 1.10 (the C++ side's library) reads it."""
+    with h5py.File(path, "w", libver=("v110", "v110")) as f:
+        for key in sorted(attrs):
+            f.attrs[key] = attrs[key]
+        for name in sorted(datasets):
+            tensor = datasets[name].detach().cpu()
+            data = (tensor.to(torch.float32) if tensor.is_floating_point() else tensor.to(torch.int64)).numpy()
+            if data.ndim == 0:
+                f.create_dataset(name, data=data)
+            else:
+                f.create_dataset(name, data=data, chunks=data.shape, shuffle=True, compression="gzip",
+                                 compression_opts=9)
+
+
+def generate_golden(case: Case, case_dir: Path, model: torch.nn.Module, inputs: dict[str, torch.Tensor],
+                    dtype_name: str, device: str, seed: int) -> dict[str, Any]:
+    """One golden file: transformers in `dtype_name`, plus the float32 truth when reduced."""
+    dtype = DTYPES[dtype_name]
+    reference = load_reference(case, case_dir, dtype, device)
+    if dtype_name == "f32":
+        assert_loaded_exactly(reference, case_dir)
+    weights = {name: t.detach() for name, t in golden_weights(reference).items()}
+    expected = run_golden(reference, inputs, device)
+    if case.layout == "conditional" and dtype_name == "f32":
+        check_text_model_equivalence(case, model, inputs, expected["outputs/logits"].cpu())
+    datasets = {f"inputs/{name}": t for name, t in inputs.items()}
+    datasets.update({f"weights/{name}": t for name, t in weights.items()})
+    datasets.update({f"expected/{name}": t for name, t in expected.items()})
+    if dtype_name != "f32":
+        truth_model = load_truth(case, case_dir, dtype, device)
+        assert_same_weights(weights, golden_weights(truth_model))
+        datasets.update({f"truth/{name}": t for name, t in run_golden(truth_model, inputs, device).items()})
+        del truth_model
+    write_golden(case_dir / f"golden.{dtype_name}.h5", golden_attrs(case, case_dir / "config.json", dtype_name,
+                                                                      device, seed), datasets)
+    summary = {
+        "logits_absmax": expected["outputs/logits"].float().abs().max().item(),
+        "loss": expected["outputs/loss"].float().item(),
+    }
+    del reference, expected, datasets
+    free_memory(device)
+    return summary
+
+
+# --------------------------------------------------------------------------------------------
 # Case generation
 # --------------------------------------------------------------------------------------------
 
@@ -607,17 +801,10 @@ def directory_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-# The tiny cases carry the fp32 truth and the same-dtype transformers runs that bf16/f16
-# candidates are judged against.
-TINY_OUTPUTS = (("f32", "expected.h5"), ("bf16", "expected_bf16.h5"), ("f16", "expected_f16.h5"))
-
-
 def generate_tiny(case: Case, out: Path, device: str, seed: int) -> None:
     case_dir, model, inputs = prepare_case_dir(case, out, seed)
-    for dtype_name, out_name in TINY_OUTPUTS:
-        summary = compute_expected(case, case_dir, inputs, dtype_name, device, seed, out_name)
-        if case.layout == "conditional" and dtype_name == "f32":
-            check_text_model_equivalence(case, model, inputs, summary["logits"])
+    for dtype_name in GOLDEN_DTYPES:
+        summary = generate_golden(case, case_dir, model, inputs, dtype_name, device, seed)
         print_summary(case, case_dir, summary, label=dtype_name)
 
 

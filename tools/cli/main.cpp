@@ -21,6 +21,7 @@ struct Command {
 const Command kCommands[] = {
     {"forward", "run the reference on a checkpoint and inputs; write logits, hidden states, loss, grads to HDF5",
      gemma4::cli::forward_command},
+    {"golden", "golden tensors: list, generate, verify, diff, show (golden/FORMAT.md)", gemma4::cli::golden_command},
 };
 
 void print_usage(std::ostream& out) {

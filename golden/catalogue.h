@@ -1,0 +1,44 @@
+#pragma once
+// The golden case catalogue: every case the reference can generate, and the recomputation that
+// verification compares a file against.
+#include <torch/types.h>
+
+#include <string>
+#include <vector>
+
+#include "golden/golden_file.h"
+
+namespace gemma4::golden {
+
+struct CatalogueEntry {
+  std::string name;  // "op/rms_norm-scale", "model/e2b", "real/31b-full"
+  std::string kind;  // "op", "model", "layer"
+  std::string summary;
+  bool tiny;         // committed and verified on CPU in CI; the others are generated on a GPU
+};
+
+// Tiny cases first (ops, then models), then the real-geometry layers.
+std::vector<CatalogueEntry> catalogue();
+
+struct GenerateOptions {
+  torch::ScalarType dtype = torch::kFloat32;
+  torch::Device device = torch::kCPU;
+  uint64_t seed = 0;
+  std::string generator;    // "reference <git sha>"
+  std::string configs_dir;  // released configs, for model and layer cases
+};
+
+// Computes a case from scratch: seeded inputs and weights rounded to the dtype, expected/ in the
+// dtype and, for bf16/f16, truth/ in float32 on the same rounded values. Throws gemma4::Error on
+// an unknown name.
+GoldenCase generate_case(const std::string& name, const GenerateOptions& options);
+
+// Recomputes what `golden` says it expects, with the reference, in the file's dtype on `device`,
+// from the file's own inputs, weights (or seed) and upstream gradients. Returns the same dataset
+// names as golden.expected.
+TensorMap recompute(const GoldenCase& golden, const torch::Device& device);
+
+// File name of a case inside an output directory: "op/rms_norm-scale" -> "op/rms_norm-scale.bf16.h5".
+std::string golden_file_name(const std::string& case_name, torch::ScalarType dtype);
+
+}  // namespace gemma4::golden

@@ -1,0 +1,58 @@
+#pragma once
+// A golden case in memory, and its HDF5 file (golden/FORMAT.md is the contract this implements).
+#include <nlohmann/json.hpp>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace gemma4::golden {
+
+inline constexpr int64_t kFormatVersion = 1;
+
+// Dataset name relative to a group ("outputs/logits", "x") -> tensor; sorted, so files are written
+// in a fixed order.
+using TensorMap = std::map<std::string, torch::Tensor>;
+
+struct Provenance {
+  std::string generator;  // "reference <git sha>" or "transformers <version>"
+  std::string torch_version;
+  std::string device;     // "cpu" or "cuda"
+  std::string cuda_version, gpu_name;  // device == "cuda" only
+};
+
+struct GoldenCase {
+  std::string kind;         // "model", "layer" or "op"
+  std::string name;         // catalogue name, "op/rms_norm-scale"
+  std::string description;
+  nlohmann::json config;    // model/layer: the text config; op: {"op": ..., parameters}
+  std::string dtype;        // "f32", "bf16" or "f16"
+  uint64_t seed = 0;
+  Provenance provenance;
+  std::string weights_mode;  // model/layer: "stored" or "generated"
+  std::string kv_key;        // model: "layer-type" or "layer-index"
+  int64_t layer = -1;        // layer: the layer of `config` that was run
+
+  TensorMap inputs, weights, upstream;
+  TensorMap expected;  // "outputs/<name>" and "grads/<name>"
+  TensorMap truth;     // same names, float32; only for bf16/f16
+
+  std::string tolerance_class() const { return dtype == "f32" ? "fp32" : "reduced-precision"; }
+};
+
+// Writes every tensor as float32 (floating) or int64, truncating an existing file.
+void write_golden(const std::string& path, const GoldenCase& golden);
+
+// Reads and checks a file: throws gemma4::Error naming the file and the problem (not HDF5, damaged
+// or truncated, wrong format_version, missing attribute or group, truth/ not matching expected/,
+// NaN or infinity in a dataset).
+GoldenCase read_golden(const std::string& path);
+
+torch::ScalarType dtype_from_name(const std::string& name);  // f32 | bf16 | f16
+std::string dtype_name(torch::ScalarType dtype);
+
+// The torch version, and the CUDA version and GPU name when `device` is CUDA.
+Provenance current_provenance(const std::string& generator, const torch::Device& device);
+
+}  // namespace gemma4::golden

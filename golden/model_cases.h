@@ -1,0 +1,68 @@
+#pragma once
+// Model-level and layer-level golden cases (golden/FORMAT.md, "Model cases", "Layer cases"), and
+// the reference computations behind them, shared by generation and verification.
+#include <nlohmann/json.hpp>
+#include <torch/types.h>
+
+#include <string>
+#include <vector>
+
+#include "golden/golden_file.h"
+#include "reference/config.h"
+#include "reference/kv_sharing.h"
+#include "reference/model.h"
+#include "reference/weights.h"
+
+namespace gemma4::golden {
+
+// A released model shrunk to a few tiny layers: every structural flag of the released config
+// (layer pattern, K=V, KV sharing, PLE, double-wide MLP, MoE, softcap, RoPE) is kept; only the
+// sizes change. Batch 2, the second row left-padded.
+struct ModelCase {
+  std::string name;     // without "model/"
+  std::string summary;
+  std::string released_config;  // file in the released configs directory
+  int64_t num_layers;
+  int64_t num_kv_shared_layers;
+};
+const std::vector<ModelCase>& model_cases();
+
+// One decoder layer of a released model at full size (S = 4096), weights generated from the seed.
+struct LayerCase {
+  std::string name;  // without "real/"
+  std::string summary;
+  std::string released_config;
+  LayerType type;    // the first layer of this type is run
+  int64_t seq_len;
+};
+const std::vector<LayerCase>& layer_cases();
+
+// $GEMMA4_SHARED_DIR/configs, else ../shared/configs or shared/configs beside the source tree.
+std::string released_configs_dir();
+nlohmann::json load_released_config(const std::string& file, const std::string& configs_dir);
+nlohmann::json tiny_config(const ModelCase& model_case, const std::string& configs_dir);
+
+// Seeded inputs: input_ids, labels (-100 on padding), attention_mask (row 1 left-padded by 3).
+TensorMap make_model_inputs(const Config& config, int64_t batch, int64_t seq_len, uint64_t seed);
+
+// Weights by name (weight_slots names) and back; from_map casts to dtype and device and throws
+// naming any missing or mis-shaped weight.
+TensorMap weights_to_map(const Config& config, const ModelWeights& weights);
+ModelWeights weights_from_map(const Config& config, const TensorMap& weights, torch::ScalarType dtype,
+                              const torch::Device& device);
+
+// Forward and backward of the whole model: "outputs/..." and "grads/<weight name>" (FORMAT.md).
+// `options` picks the KV key convention and checkpointing; layer outputs are always kept.
+TensorMap run_model(const Config& config, const ModelWeights& weights, const TensorMap& inputs,
+                    ForwardOptions options = {});
+
+// One layer of `config`: inputs "hidden" (and "per_layer_input" with PLE), upstream "hidden".
+int first_layer_of_type(const Config& config, LayerType type);
+TensorMap layer_weights_to_map(const Config& config, int layer, const LayerWeights& weights);
+LayerWeights random_layer_weights(const Config& config, int layer, uint64_t seed, torch::ScalarType dtype,
+                                  const torch::Device& device);
+TensorMap make_layer_inputs(const Config& config, int64_t seq_len, uint64_t seed, bool upstream);
+TensorMap run_layer(const Config& config, int layer, const LayerWeights& weights, const TensorMap& inputs,
+                    const TensorMap& upstream);
+
+}  // namespace gemma4::golden

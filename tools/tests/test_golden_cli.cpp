@@ -1,0 +1,113 @@
+// The `gemma4-conform golden` contract, through the real binary: list, generate, verify (passing,
+// failing on a tampered tensor, refusing damaged files), diff, show, and usage errors.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "golden/golden_file.h"
+#include "reference/files.h"
+#include "tools/tests/cli_runner.h"
+
+namespace gemma4 {
+namespace {
+
+using test::CliResult;
+using test::expect_one_line_error;
+using test::run_cli;
+
+TEST(GoldenCli, ListPutsTinyCasesFirst) {
+  const CliResult r = run_cli("golden list");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("op/", 0), 0u) << r.out;
+  const size_t model = r.out.find("model/"), real = r.out.find("real/");
+  ASSERT_NE(model, std::string::npos);
+  ASSERT_NE(real, std::string::npos);
+  EXPECT_LT(r.out.find("op/"), model);
+  EXPECT_LT(model, real);
+  for (const char* name : {"op/rms_norm-scale", "model/e2b", "model/e4b", "model/31b", "model/26b-a4b", "real/31b-full"}) {
+    EXPECT_NE(r.out.find(std::string(name) + "\n"), std::string::npos) << name;
+  }
+}
+
+TEST(GoldenCli, GenerateVerifyShowDiff) {
+  const std::string dir = files::make_temp_directory("gemma4_golden_cli_");
+  CliResult r = run_cli("golden generate --case op/rms_norm-scale,model/26b-a4b --dtype all --out " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string f32 = dir + "/model/26b-a4b.f32.h5", bf16 = dir + "/model/26b-a4b.bf16.h5";
+  ASSERT_TRUE(files::is_file(f32) && files::is_file(bf16) && files::is_file(dir + "/op/rms_norm-scale.f16.h5")) << r.out;
+
+  r = run_cli("golden verify " + f32 + " " + bf16);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("PASS " + f32), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("grads/layers.2.experts.gate_up_proj"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("golden verify: 2/2 files pass"), std::string::npos) << r.out;
+
+  r = run_cli("golden show " + bf16);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("truth/outputs/logits"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("reduced-precision"), std::string::npos) << r.out;
+
+  EXPECT_EQ(run_cli("golden diff " + f32 + " " + f32).exit_code, 0);
+  r = run_cli("golden diff " + f32 + " " + bf16);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("attribute dtype"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("expected/outputs/logits"), std::string::npos) << r.out;
+}
+
+TEST(GoldenCli, VerifyFailsOnTamperedOrDamagedFiles) {
+  const std::string dir = files::make_temp_directory("gemma4_golden_cli_");
+  ASSERT_EQ(run_cli("golden generate --case op/mlp-geglu --out " + dir).exit_code, 0);
+  const std::string good = dir + "/op/mlp-geglu.f32.h5";
+
+  // A tampered expected tensor: recomputation disagrees, the row and the file fail.
+  golden::GoldenCase g = golden::read_golden(good);
+  g.expected.at("outputs/y").view(-1)[0] += 0.5;
+  const std::string tampered = dir + "/tampered.h5";
+  golden::write_golden(tampered, g);
+  CliResult r = run_cli("golden verify " + good + " " + tampered);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("PASS " + good), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("FAIL " + tampered), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("golden verify: 1/2 files pass"), std::string::npos) << r.out;
+
+  const std::string truncated = dir + "/truncated.h5";
+  {
+    std::ifstream in(good, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  }
+  r = run_cli("golden verify " + truncated);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("FAIL " + truncated), std::string::npos) << r.out;
+
+  g = golden::read_golden(good);
+  g.expected.at("outputs/y").view(-1)[0] = NAN;
+  const std::string nan = dir + "/nan.h5";
+  golden::write_golden(nan, g);
+  r = run_cli("golden verify " + nan);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("'expected/outputs/y' holds NaN or infinity"), std::string::npos) << r.out;
+
+  r = run_cli("golden verify /nonexistent.h5");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("/nonexistent.h5: no such file"), std::string::npos) << r.out;
+}
+
+TEST(GoldenCli, HelpAndUsageErrors) {
+  for (const char* sub : {"golden --help", "golden list --help", "golden generate --help", "golden verify --help",
+                          "golden diff --help", "golden show --help"}) {
+    const CliResult r = run_cli(sub);
+    EXPECT_EQ(r.exit_code, 0) << sub;
+    EXPECT_NE(r.out.find("usage: gemma4-conform golden"), std::string::npos) << sub << "\n" << r.out;
+  }
+  const std::string out = " --out " + files::make_temp_directory("gemma4_golden_cli_");
+  expect_one_line_error(run_cli("golden generate" + out), 2, "name cases with --case");
+  expect_one_line_error(run_cli("golden generate --case op/nope" + out), 1, "unknown golden case 'op/nope'");
+  expect_one_line_error(run_cli("golden generate --case op/mlp-geglu --dtype f64" + out), 2, "--dtype must be");
+  expect_one_line_error(run_cli("golden verify"), 2, "name at least one golden file");
+  expect_one_line_error(run_cli("golden diff a.h5"), 2, "exactly two files");
+  expect_one_line_error(run_cli("golden frobnicate"), 2, "unknown golden subcommand");
+}
+
+}  // namespace
+}  // namespace gemma4
