@@ -42,6 +42,7 @@ real)
     generated=$(date +%s)
     $CLI golden verify --device cuda "$file" > "$OUT/${name//\//_}.verify.log" 2>&1 || status=1
     verified=$(date +%s)
+    $CLI golden show "$file" | sed -n '2,12p' | grep -E "generator|device|gpu_name|cuda_version|torch_version" | tr -s ' ' | paste -sd';'
     size=$(stat -c %s "$file")
     echo "$name: $(head -1 "$OUT/${name//\//_}.verify.log" | cut -c1-4) ($((size / 1000000)) MB," \
       "generate $((generated - start)) s, verify $((verified - generated)) s)"
