@@ -212,10 +212,9 @@ TensorMap run_layer(const Config& c, int l, const LayerWeights& weights, const T
   torch::AutoGradMode grad_mode(true);
   const Tensor hidden = inputs.at("hidden").detach().requires_grad_(true);
   const Tensor ple = inputs.count("per_layer_input") ? inputs.at("per_layer_input").detach().requires_grad_(true) : Tensor();
-  const int64_t B = hidden.size(0), S = hidden.size(1);
+  const int64_t S = hidden.size(1);
   const RopeTable rope = rope_table(c.rope.at(spec.type), spec.head_dim, S, hidden.scalar_type(), hidden.device());
-  const Tensor mask = attention_mask(c, spec.type, B, S, Tensor(), hidden.scalar_type(), hidden.device());
-  const LayerOutputs out = decoder_layer(c, l, w, LayerInputs{hidden, ple, Tensor(), Tensor(), rope.cos, rope.sin, mask});
+  const LayerOutputs out = decoder_layer(c, l, w, LayerInputs{hidden, ple, Tensor(), Tensor(), rope.cos, rope.sin, Tensor()});
 
   std::vector<Tensor> wrt{hidden};
   if (ple.defined()) wrt.push_back(ple);

@@ -16,47 +16,53 @@ struct AttentionOutputs {
   Tensor k, v;  // [B, Hkv, S, D] as used
 };
 
-AttentionOutputs attention(const Config& c, int l, const AttentionWeights& w, const Tensor& x, const LayerInputs& in) {
+AttentionOutputs attention(const Config& c, int l, const AttentionWeights& w, const Tensor& x, const LayerInputs& in,
+                           const LayerOps& ops) {
   const LayerSpec& spec = c.layers[l];
   const int64_t B = x.size(0), S = x.size(1), D = spec.head_dim;
   const RopeTable rope{in.rope_cos, in.rope_sin};
 
-  const Tensor q = apply_rope(rms_norm(at::linear(x, w.q_proj).view({B, S, -1, D}), w.q_norm, c.rms_norm_eps), rope);
-  Tensor k, v;
+  const Tensor q_raw = at::linear(x, w.q_proj).view({B, S, -1, D});
+  Tensor q, k, v;
   if (spec.kv_shared) {
-    // Borrowed from the storing layer (GEMMA4.md, KV sharing): no projections of its own.
+    // Borrowed from the storing layer (GEMMA4.md, KV sharing): no projections of its own. The q
+    // path still runs through the fused op, with the borrowed K/V passed through untouched.
+    q = ops.qk_norm_rope(q_raw, Tensor(), Tensor(), w.q_norm, Tensor(), rope, c.rms_norm_eps).q;
     k = in.shared_k;
     v = in.shared_v;
   } else {
     const Tensor k_raw = at::linear(x, w.k_proj).view({B, S, -1, D});
-    // K=V full layers: the value is the raw key projection, normalised without scale.
-    const Tensor v_raw = spec.k_eq_v ? k_raw : at::linear(x, w.v_proj).view({B, S, -1, D});
-    k = apply_rope(rms_norm(k_raw, w.k_norm, c.rms_norm_eps), rope).transpose(1, 2);
-    v = rms_norm(v_raw, Tensor(), c.rms_norm_eps).transpose(1, 2);
+    // K=V full layers have no v_proj: v comes from the raw key projection inside the op.
+    const Tensor v_raw = spec.k_eq_v ? Tensor() : at::linear(x, w.v_proj).view({B, S, -1, D});
+    const QkvOutputs qkv = ops.qk_norm_rope(q_raw, k_raw, v_raw, w.q_norm, w.k_norm, rope, c.rms_norm_eps);
+    q = qkv.q;
+    k = qkv.k;
+    v = qkv.v;
   }
-  return {at::linear(eager_attention(q, k, v, in.mask), w.o_proj), k, v};
+  const Tensor out = ops.attention(q, k, v, attention_spec(c, spec.type, in.padding));
+  return {at::linear(out, w.o_proj), k, v};
 }
 
 }  // namespace
 
-Tensor mlp(const MlpWeights& w, const Tensor& x) {
-  return at::linear(gelu_tanh(at::linear(x, w.gate_proj)) * at::linear(x, w.up_proj), w.down_proj);
+Tensor mlp(const MlpWeights& w, const Tensor& x, const LayerOps& ops) {
+  return at::linear(ops.geglu(at::linear(x, w.gate_proj), at::linear(x, w.up_proj)), w.down_proj);
 }
 
 // The MoE branch (GEMMA4.md, Forward 4): the router reads the residual stream, not the MLP's
 // output. Experts are visited in index order and accumulated with index_add, as transformers
 // does, so fp32 sums round the same way.
-Tensor moe(const Config& c, const MoeWeights& w, const Tensor& residual) {
+Tensor moe(const Config& c, const MoeWeights& w, const Tensor& residual, const LayerOps& ops) {
   const Tensor flat = residual.reshape({-1, c.hidden_size});
   const double eps = c.rms_norm_eps;
 
-  const Tensor z = rms_norm(flat, Tensor(), eps) * w.router_scale * std::pow(static_cast<double>(c.hidden_size), -0.5);
+  const Tensor z = ops.rms_norm(flat, Tensor(), eps) * w.router_scale * std::pow(static_cast<double>(c.hidden_size), -0.5);
   const Tensor probs = at::softmax(at::linear(z, w.router_proj), -1, torch::kFloat32);
   auto [top_weights, top_index] = probs.topk(c.top_k_experts, -1);
   top_weights = top_weights / top_weights.sum(-1, /*keepdim=*/true);
   top_weights = top_weights * w.per_expert_scale.index({top_index});
 
-  const Tensor x = rms_norm(flat, w.pre_feedforward_layernorm_2, eps);
+  const Tensor x = ops.rms_norm(flat, w.pre_feedforward_layernorm_2, eps);
   Tensor out = at::zeros_like(x);
   const Tensor expert_mask = at::one_hot(top_index, c.num_experts).permute({2, 1, 0});  // [E, K, T]
   const Tensor hit = (expert_mask.sum({1, 2}) > 0).cpu();
@@ -67,31 +73,33 @@ Tensor moe(const Config& c, const MoeWeights& w, const Tensor& residual) {
     const Tensor& k_pos = where[0];
     const Tensor& token = where[1];
     const Tensor gate_up = at::linear(x.index_select(0, token), w.gate_up_proj[e]);
-    Tensor h = gelu_tanh(gate_up.slice(-1, 0, I)) * gate_up.slice(-1, I);
+    Tensor h = ops.geglu(gate_up.slice(-1, 0, I), gate_up.slice(-1, I));
     h = at::linear(h, w.down_proj[e]) * top_weights.index({token, k_pos}).unsqueeze(-1);
     out = out.index_add(0, token, h.to(out.scalar_type()));
   }
-  return rms_norm(out.reshape(residual.sizes()), w.post_feedforward_layernorm_2, eps);
+  return ops.rms_norm(out.reshape(residual.sizes()), w.post_feedforward_layernorm_2, eps);
 }
 
 // Per-layer embeddings enter each layer through a gated projection (GEMMA4.md, Forward 4).
-Tensor per_layer_input_branch(const Config& c, const LayerWeights& w, const Tensor& h, const Tensor& ple) {
-  const Tensor gated = gelu_tanh(at::linear(h, w.per_layer_input_gate)) * ple;
-  return rms_norm(at::linear(gated, w.per_layer_projection), w.post_per_layer_input_norm, c.rms_norm_eps);
+Tensor per_layer_input_branch(const Config& c, const LayerWeights& w, const Tensor& h, const Tensor& ple,
+                              const LayerOps& ops) {
+  const Tensor gated = ops.geglu(at::linear(h, w.per_layer_input_gate), ple);
+  return ops.rms_norm(at::linear(gated, w.per_layer_projection), w.post_per_layer_input_norm, c.rms_norm_eps);
 }
 
-LayerOutputs decoder_layer(const Config& c, int l, const LayerWeights& w, const LayerInputs& in) {
+LayerOutputs decoder_layer(const Config& c, int l, const LayerWeights& w, const LayerInputs& in, const LayerOps& ops) {
   const double eps = c.rms_norm_eps;
+  const auto& norm = ops.rms_norm;
   Tensor residual = in.hidden;
-  const AttentionOutputs attn = attention(c, l, w.attn, rms_norm(residual, w.input_layernorm, eps), in);
-  Tensor h = residual + rms_norm(attn.out, w.post_attention_layernorm, eps);
+  const AttentionOutputs attn = attention(c, l, w.attn, norm(residual, w.input_layernorm, eps), in, ops);
+  Tensor h = residual + norm(attn.out, w.post_attention_layernorm, eps);
 
   residual = h;
-  Tensor x = mlp(w.mlp, rms_norm(h, w.pre_feedforward_layernorm, eps));
-  if (c.enable_moe_block) x = rms_norm(x, w.moe.post_feedforward_layernorm_1, eps) + moe(c, w.moe, residual);
-  h = residual + rms_norm(x, w.post_feedforward_layernorm, eps);
+  Tensor x = mlp(w.mlp, norm(h, w.pre_feedforward_layernorm, eps), ops);
+  if (c.enable_moe_block) x = norm(x, w.moe.post_feedforward_layernorm_1, eps) + moe(c, w.moe, residual, ops);
+  h = residual + norm(x, w.post_feedforward_layernorm, eps);
 
-  if (c.hidden_size_per_layer_input > 0) h = h + per_layer_input_branch(c, w, h, in.per_layer_input);
+  if (c.hidden_size_per_layer_input > 0) h = h + per_layer_input_branch(c, w, h, in.per_layer_input, ops);
   h = h * w.layer_scalar;
 
   LayerOutputs out{h, attn.out, Tensor(), Tensor()};

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "reference/config.h"
+#include "reference/layer_ops.h"
 #include "reference/weights.h"
 
 namespace gemma4 {
@@ -15,7 +16,7 @@ struct LayerInputs {
   torch::Tensor per_layer_input;     // [B, S, P], or undefined without PLE
   torch::Tensor shared_k, shared_v;  // [B, Hkv, S, D], only for KV-shared layers
   torch::Tensor rope_cos, rope_sin;  // [S, D] of this layer's type
-  torch::Tensor mask;                // [B, 1, S, S] additive
+  torch::Tensor padding;             // [B, S] int64 attention_mask (1 token, 0 padding), or undefined
 };
 
 struct LayerOutputs {
@@ -24,16 +25,19 @@ struct LayerOutputs {
   torch::Tensor k, v;    // this layer's K/V [B, Hkv, S, D]; undefined on KV-shared layers (they borrow)
 };
 
-LayerOutputs decoder_layer(const Config& config, int layer, const LayerWeights& weights, const LayerInputs& in);
+// Every replaceable op goes through `ops` (reference/layer_ops.h).
+LayerOutputs decoder_layer(const Config& config, int layer, const LayerWeights& weights, const LayerInputs& in,
+                           const LayerOps& ops = reference_layer_ops());
 
 // The parts of a layer that are more than one primitive (GEMMA4.md, Forward 4), for op-level
 // goldens and backends.
-torch::Tensor mlp(const MlpWeights& weights, const torch::Tensor& x);  // GeGLU: down(gelu_tanh(gate x) * up x)
+torch::Tensor mlp(const MlpWeights& weights, const torch::Tensor& x, const LayerOps& ops = reference_layer_ops());  // GeGLU: down(gelu_tanh(gate x) * up x)
 // The MoE branch from the residual stream: router, top-k experts, its own norms.
-torch::Tensor moe(const Config& config, const MoeWeights& weights, const torch::Tensor& residual);
+torch::Tensor moe(const Config& config, const MoeWeights& weights, const torch::Tensor& residual,
+                  const LayerOps& ops = reference_layer_ops());
 // The gated per-layer-input branch added to the layer output when PLE is on.
 torch::Tensor per_layer_input_branch(const Config& config, const LayerWeights& weights, const torch::Tensor& hidden,
-                                     const torch::Tensor& per_layer_input);
+                                     const torch::Tensor& per_layer_input, const LayerOps& ops = reference_layer_ops());
 
 // The layer's tensors that need gradient (what a checkpoint must route gradient to).
 std::vector<torch::Tensor> trainable_tensors(const Config& config, int layer, const LayerWeights& weights);

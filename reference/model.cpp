@@ -53,7 +53,7 @@ void validate_inputs(const Config& c, const ForwardInputs& in) {
 
 // The tensors a layer receives, flattened for checkpoint() and back.
 std::vector<Tensor> pack(const LayerInputs& in) {
-  return {in.hidden, in.per_layer_input, in.shared_k, in.shared_v, in.rope_cos, in.rope_sin, in.mask};
+  return {in.hidden, in.per_layer_input, in.shared_k, in.shared_v, in.rope_cos, in.rope_sin, in.padding};
 }
 LayerInputs unpack(const std::vector<Tensor>& t) { return {t[0], t[1], t[2], t[3], t[4], t[5], t[6]}; }
 
@@ -85,9 +85,10 @@ ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions&
   }
   const torch::Device device = this->device();
   const auto dtype = this->dtype();
+  const LayerOps& ops = options.ops ? *options.ops : reference_layer_ops();
   const Tensor ids = inputs.input_ids.to(device);
   const Tensor padding = inputs.attention_mask.defined() ? inputs.attention_mask.to(device) : Tensor();
-  const int64_t B = ids.size(0), S = ids.size(1);
+  const int64_t S = ids.size(1);
 
   // GEMMA4.md, Forward 1: sqrt(H) is cast to the weight dtype before scaling (bf16: 55.5 for H=3072).
   const Tensor embed_scale = at::scalar_tensor(std::sqrt(static_cast<double>(c.hidden_size)), torch::kFloat32).to(dtype);
@@ -96,12 +97,10 @@ ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions&
   const Tensor ple = c.hidden_size_per_layer_input > 0 ? per_layer_inputs(c, weights_, ids, h) : Tensor();
 
   std::map<LayerType, RopeTable> rope;
-  std::map<LayerType, Tensor> masks;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerType type = c.layer_types[l];
     if (rope.count(type)) continue;
     rope[type] = rope_table(c.rope.at(type), c.layers[l].head_dim, S, dtype, device);
-    masks[type] = attention_mask(c, type, B, S, padding, dtype, device);
   }
 
   ForwardOutputs out;
@@ -112,7 +111,7 @@ ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions&
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerSpec& spec = c.layers[l];
     LayerInputs in{h, ple.defined() ? ple.select(2, l) : Tensor(), Tensor(), Tensor(),
-                   rope[spec.type].cos, rope[spec.type].sin, masks[spec.type]};
+                   rope[spec.type].cos, rope[spec.type].sin, padding};
     if (spec.kv_shared) {
       const std::string key = kv_read_key(c, l, options.kv_key);
       auto it = kv_store.find(key);
@@ -125,14 +124,14 @@ ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions&
     LayerOutputs layer_out;
     if (!options.checkpoint_layers.empty() && options.checkpoint_layers[l]) {
       // The closure holds the config (immutable, shared) and the layer's weights: plain data.
-      auto fn = [config = config_, l, w = weights_.layers[l]](const std::vector<Tensor>& t) {
-        const LayerOutputs o = decoder_layer(*config, l, w, unpack(t));
+      auto fn = [config = config_, l, w = weights_.layers[l], ops](const std::vector<Tensor>& t) {
+        const LayerOutputs o = decoder_layer(*config, l, w, unpack(t), ops);
         return std::vector<Tensor>{o.hidden, o.k, o.v, o.attention};
       };
       const std::vector<Tensor> o = checkpoint(fn, pack(in), trainable_tensors(c, l, weights_.layers[l]));
       layer_out = {o[0], o[3], o[1], o[2]};
     } else {
-      layer_out = decoder_layer(c, l, weights_.layers[l], in);
+      layer_out = decoder_layer(c, l, weights_.layers[l], in, ops);
     }
     h = layer_out.hidden;
     if (spec.stores_kv) kv_store[kv_write_key(c, l, options.kv_key)] = {layer_out.k, layer_out.v};

@@ -11,6 +11,7 @@
 
 #include "reference/config.h"
 #include "reference/kv_sharing.h"
+#include "reference/layer_ops.h"
 #include "reference/weights.h"
 
 namespace gemma4 {
@@ -26,6 +27,7 @@ struct ForwardOptions {
   std::vector<bool> checkpoint_layers;  // activation checkpointing per layer; empty: none
   bool keep_hidden_states = true;
   bool keep_layer_outputs = false;  // fill attention_outputs and stored_kv (for goldens)
+  const LayerOps* ops = nullptr;     // the layers' replaceable ops; nullptr: the reference ones
 };
 
 struct ForwardOutputs {

@@ -65,20 +65,30 @@ double lowest_value(torch::ScalarType dtype) {
 }
 }  // namespace
 
+AttentionSpec attention_spec(const Config& config, LayerType type, const torch::Tensor& padding) {
+  return {type, config.sliding_window, config.bidirectional, padding};
+}
+
 torch::Tensor attention_mask(const Config& config, LayerType type, int64_t batch, int64_t seq_len,
                              const torch::Tensor& padding, torch::ScalarType dtype, const torch::Device& device) {
+  return attention_mask(attention_spec(config, type, padding), batch, seq_len, dtype, device);
+}
+
+torch::Tensor attention_mask(const AttentionSpec& spec, int64_t batch, int64_t seq_len, torch::ScalarType dtype,
+                             const torch::Device& device) {
+  const torch::Tensor& padding = spec.padding;
   const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(device);
   const torch::Tensor i = at::arange(seq_len, i64).unsqueeze(1);  // query
   const torch::Tensor j = at::arange(seq_len, i64).unsqueeze(0);  // key
   torch::Tensor allowed;
-  if (type == LayerType::kSliding) {
-    if (config.bidirectional) {
-      allowed = (i - j).abs() <= config.sliding_window / 2 + 1;
+  if (spec.type == LayerType::kSliding) {
+    if (spec.bidirectional) {
+      allowed = (i - j).abs() <= spec.sliding_window / 2 + 1;
     } else {
-      allowed = (j <= i) & (i - j < config.sliding_window);
+      allowed = (j <= i) & (i - j < spec.sliding_window);
     }
   } else {
-    allowed = config.bidirectional ? at::ones({seq_len, seq_len}, i64.dtype(torch::kBool)) : (j <= i);
+    allowed = spec.bidirectional ? at::ones({seq_len, seq_len}, i64.dtype(torch::kBool)) : (j <= i);
   }
   allowed = allowed.view({1, 1, seq_len, seq_len}).expand({batch, 1, seq_len, seq_len});
   if (padding.defined()) allowed = allowed & padding.to(device).to(torch::kBool).view({batch, 1, 1, seq_len});

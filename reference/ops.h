@@ -27,9 +27,21 @@ RopeTable rope_table(const RopeParameters& rope, int64_t head_dim, int64_t seq_l
 // x [B, S, H, D]: x*cos + rotate_half(x)*sin with rotate_half(x) = cat(-x[D/2:], x[:D/2]).
 torch::Tensor apply_rope(const torch::Tensor& x, const RopeTable& table);
 
+// What an attention op needs to know about the mask, rather than the mask itself, so that a
+// fused kernel can skip tiles outside the window instead of reading an S x S mask.
+struct AttentionSpec {
+  LayerType type = LayerType::kSliding;
+  int64_t sliding_window = 0;  // as in config.json: query i sees keys i - window + 1 .. i
+  bool bidirectional = false;  // use_bidirectional_attention == "all"
+  torch::Tensor padding;       // [B, S] int64, 1 token / 0 padding (applied to keys); may be undefined
+};
+AttentionSpec attention_spec(const Config& config, LayerType type, const torch::Tensor& padding);
+
 // Additive mask [B, 1, S, S] in `dtype`: 0 where query i may see key j, the dtype's lowest value
-// elsewhere (as transformers' eager masks do, so fully padded rows stay finite). `padding` is the
-// optional [B, S] attention_mask (1 real token, 0 padding), applied to keys.
+// elsewhere (as transformers' eager masks do, so fully padded rows stay finite). The padding
+// applies to keys.
+torch::Tensor attention_mask(const AttentionSpec& spec, int64_t batch, int64_t seq_len, torch::ScalarType dtype,
+                             const torch::Device& device);
 torch::Tensor attention_mask(const Config& config, LayerType type, int64_t batch, int64_t seq_len,
                              const torch::Tensor& padding, torch::ScalarType dtype, const torch::Device& device);
 

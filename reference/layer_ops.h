@@ -1,0 +1,40 @@
+#pragma once
+// The ops inside a decoder layer that a backend may replace (impl/ registers backends). The
+// reference decoder calls every one of them through this table; reference_layer_ops() holds the
+// eager reference ops, which define the right answer (GEMMA4.md, Forward 4 and 5). Each op is a
+// differentiable function of tensors: a replacement either composes ATen ops or registers its
+// own autograd function.
+#include <torch/types.h>
+
+#include <functional>
+
+#include "reference/config.h"
+#include "reference/ops.h"
+
+namespace gemma4 {
+
+struct QkvOutputs {
+  torch::Tensor q;     // [B, S, Hq, D] after norm and RoPE
+  torch::Tensor k, v;  // [B, Hkv, S, D]; k after norm and RoPE, v after the unscaled norm
+};
+
+struct LayerOps {
+  // x * rsqrt(mean(x^2) + eps) * weight in fp32, cast back; an undefined weight means no scale.
+  std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& weight, double eps)> rms_norm;
+  // The fused q/k norm + RoPE (+ v norm) of one layer from the raw projections q [B, S, Hq, D],
+  // k [B, S, Hkv, D] and v [B, S, Hkv, D]; v undefined on K=V layers (v then comes from k); k
+  // (and k_norm) undefined on KV-shared layers, which need only q.
+  std::function<QkvOutputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                           const torch::Tensor& q_norm, const torch::Tensor& k_norm, const RopeTable& rope, double eps)>
+      qk_norm_rope;
+  // Softmax attention with scale 1: q [B, S, Hq, D], k and v [B, Hkv, S, D] -> [B, S, Hq * D].
+  std::function<torch::Tensor(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const AttentionSpec& spec)>
+      attention;
+  // gelu_tanh(gate) * up: the GeGLU activation of the MLP, the experts and the PLE gate.
+  std::function<torch::Tensor(const torch::Tensor& gate, const torch::Tensor& up)> geglu;
+};
+
+const LayerOps& reference_layer_ops();
+
+}  // namespace gemma4
