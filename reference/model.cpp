@@ -56,6 +56,13 @@ std::vector<Tensor> pack(const LayerInputs& in) {
   return {in.hidden, in.per_layer_input, in.shared_k, in.shared_v, in.rope_cos, in.rope_sin, in.padding};
 }
 LayerInputs unpack(const std::vector<Tensor>& t) { return {t[0], t[1], t[2], t[3], t[4], t[5], t[6]}; }
+// A replaced hand-off's in-layer step: what arrived as inputs becomes what attention reads.
+void apply_in_layer(const KvHandoff::InLayer& in_layer, LayerInputs& in) {
+  if (!in_layer) return;
+  const SharedKv kv = in_layer({in.shared_k, in.shared_v});
+  in.shared_k = kv.k;
+  in.shared_v = kv.v;
+}
 
 }  // namespace
 
@@ -105,36 +112,39 @@ ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions&
 
   ForwardOutputs out;
   if (options.keep_hidden_states) out.hidden_states.push_back(h);
-  // The shared K/V of this call only. It lives on this stack frame: layers receive their K/V as
-  // tensor inputs, and no closure or thread-local ever sees this map.
-  std::map<std::string, std::pair<Tensor, Tensor>> kv_store;
+  // The shared K/V of this call only (reference/kv_handoff.h): layers receive them as tensor
+  // inputs, and the reference hand-off lives on this stack frame.
+  const std::unique_ptr<KvHandoff> handoff = options.kv_handoff ? (*options.kv_handoff)(c) : local_kv_handoff(c);
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerSpec& spec = c.layers[l];
     LayerInputs in{h, ple.defined() ? ple.select(2, l) : Tensor(), Tensor(), Tensor(),
                    rope[spec.type].cos, rope[spec.type].sin, padding};
+    KvHandoff::InLayer in_layer;
     if (spec.kv_shared) {
       const std::string key = kv_read_key(c, l, options.kv_key);
-      auto it = kv_store.find(key);
-      if (it == kv_store.end()) {
-        throw Error("layer " + std::to_string(l) + " reads shared K/V under key '" + key + "' but no layer stored it");
-      }
-      in.shared_k = it->second.first;
-      in.shared_v = it->second.second;
+      const SharedKv kv = handoff->inputs_for(l, key);
+      in.shared_k = kv.k;
+      in.shared_v = kv.v;
+      in_layer = handoff->in_layer(l, key);
     }
     LayerOutputs layer_out;
     if (!options.checkpoint_layers.empty() && options.checkpoint_layers[l]) {
-      // The closure holds the config (immutable, shared) and the layer's weights: plain data.
-      auto fn = [config = config_, l, w = weights_.layers[l], ops](const std::vector<Tensor>& t) {
-        const LayerOutputs o = decoder_layer(*config, l, w, unpack(t), ops);
+      // The closure holds the config (immutable, shared), the layer's weights and ops: plain
+      // data. Only a replaced hand-off adds its in_layer function (the faulty backends' bugs).
+      auto fn = [config = config_, l, w = weights_.layers[l], ops, in_layer](const std::vector<Tensor>& t) {
+        LayerInputs layer_in = unpack(t);
+        apply_in_layer(in_layer, layer_in);
+        const LayerOutputs o = decoder_layer(*config, l, w, layer_in, ops);
         return std::vector<Tensor>{o.hidden, o.k, o.v, o.attention};
       };
       const std::vector<Tensor> o = checkpoint(fn, pack(in), trainable_tensors(c, l, weights_.layers[l]));
       layer_out = {o[0], o[3], o[1], o[2]};
     } else {
+      apply_in_layer(in_layer, in);
       layer_out = decoder_layer(c, l, weights_.layers[l], in, ops);
     }
     h = layer_out.hidden;
-    if (spec.stores_kv) kv_store[kv_write_key(c, l, options.kv_key)] = {layer_out.k, layer_out.v};
+    if (spec.stores_kv) handoff->store(l, kv_write_key(c, l, options.kv_key), {layer_out.k, layer_out.v});
     if (options.keep_layer_outputs) {
       out.attention_outputs.push_back(layer_out.attention);
       if (spec.stores_kv) out.stored_kv[l] = {layer_out.k, layer_out.v};
@@ -142,7 +152,7 @@ ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions&
     if (options.keep_hidden_states && l + 1 < c.num_hidden_layers) out.hidden_states.push_back(h);
   }
 
-  h = rms_norm(h, weights_.norm, c.rms_norm_eps);
+  h = ops.rms_norm(h, weights_.norm, c.rms_norm_eps);
   if (options.keep_hidden_states) out.hidden_states.push_back(h);
   out.logits = at::linear(h, c.tie_word_embeddings ? weights_.embed_tokens : weights_.lm_head);
   if (c.final_logit_softcapping) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "reference/config.h"
+#include "reference/kv_handoff.h"
 #include "reference/kv_sharing.h"
 #include "reference/layer_ops.h"
 #include "reference/weights.h"
@@ -28,6 +29,7 @@ struct ForwardOptions {
   bool keep_hidden_states = true;
   bool keep_layer_outputs = false;  // fill attention_outputs and stored_kv (for goldens)
   const LayerOps* ops = nullptr;     // the layers' replaceable ops; nullptr: the reference ones
+  const KvHandoffFactory* kv_handoff = nullptr;  // the shared-KV hand-off; nullptr: the reference one
 };
 
 struct ForwardOutputs {
