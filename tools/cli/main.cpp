@@ -22,6 +22,7 @@ const Command kCommands[] = {
     {"forward", "run the reference on a checkpoint and inputs; write logits, hidden states, loss, grads to HDF5",
      gemma4::cli::forward_command},
     {"golden", "golden tensors: list, generate, verify, diff, show (golden/FORMAT.md)", gemma4::cli::golden_command},
+    {"backends", "list the backends (name, description)", gemma4::cli::backends_command},
 };
 
 void print_usage(std::ostream& out) {

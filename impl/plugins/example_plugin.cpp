@@ -1,0 +1,36 @@
+// An out-of-tree backend in miniature, built as its own shared library and loaded with
+// `gemma4-conform conform --backend-lib libgemma4_example_plugin.so`. It replaces one op, the
+// GeGLU activation, with the tanh GELU written out from its formula (the reference calls ATen's
+// gelu(approximate="tanh")), and keeps the reference for everything else.
+#include <ATen/ATen.h>
+#include <torch/version.h>
+
+#include <cmath>
+
+#include "impl/plugin_abi.h"
+
+namespace {
+
+torch::Tensor written_out_geglu(const torch::Tensor& gate, const torch::Tensor& up) {
+  // gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated in fp32.
+  const torch::Tensor x = gate.to(torch::kFloat32);
+  const double c = std::sqrt(2.0 / M_PI);
+  const torch::Tensor gelu = 0.5 * x * (1.0 + at::tanh(c * (x + 0.044715 * x * x * x)));
+  return gelu.to(gate.scalar_type()) * up;
+}
+
+gemma4::impl::Backend create_backend() {
+  gemma4::impl::Backend b;
+  b.name = "example-plugin";
+  b.description = "example out-of-tree plugin: GeGLU with the tanh GELU written out, reference ops elsewhere";
+  b.ops = gemma4::reference_layer_ops();
+  b.ops.geglu = written_out_geglu;
+  b.capabilities.deterministic = true;
+  return b;
+}
+
+const gemma4_plugin kPlugin{GEMMA4_PLUGIN_ABI_VERSION, TORCH_VERSION, create_backend};
+
+}  // namespace
+
+extern "C" const gemma4_plugin* gemma4_plugin_entry() { return &kPlugin; }

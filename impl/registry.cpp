@@ -1,0 +1,28 @@
+// The in-tree backends, in the order `gemma4-conform backends` prints them.
+#include "impl/backend.h"
+#include "impl/faulty/faulty_backends.h"
+
+namespace gemma4::impl {
+
+namespace {
+
+Backend reference_backend() {
+  Backend b;
+  b.name = "reference";
+  b.description = "the eager LibTorch ops of the reference decoder (reference/layer_ops.cpp): the definition of right";
+  b.ops = reference_layer_ops();
+  return b;
+}
+
+}  // namespace
+
+const std::vector<Backend>& builtin_backends() {
+  static const std::vector<Backend> backends = [] {
+    std::vector<Backend> all{reference_backend()};
+    for (Backend& b : faulty_backends()) all.push_back(std::move(b));
+    return all;
+  }();
+  return backends;
+}
+
+}  // namespace gemma4::impl
