@@ -110,9 +110,9 @@ Signature rms_norm_signature(const json& p) {
   if (p.at("scale").get<bool>()) s.inputs.push_back(norm_scale("weight", {x[2]}));
   return s;
 }
-TensorMap rms_norm_forward(const json& p, const TensorMap& in) {
+TensorMap rms_norm_forward(const json& p, const TensorMap& in, const LayerOps& ops) {
   const Tensor weight = p.at("scale").get<bool>() ? in.at("weight") : Tensor();
-  return {{"y", rms_norm(in.at("x"), weight, eps(p))}};
+  return {{"y", ops.rms_norm(in.at("x"), weight, eps(p))}};
 }
 
 // Positions are 0..S-1 (rope_table), so the table follows from seq_len: no positions tensor.
@@ -121,7 +121,7 @@ Signature rope_signature(const json& p) {
   const Shape x{dim(p, "batch"), S, dim(p, "num_heads"), D};
   return {{activation("x", x)}, {{"cos", {S, D}, false}, {"sin", {S, D}, false}, {"y", x}}};
 }
-TensorMap rope_forward(const json& p, const TensorMap& in) {
+TensorMap rope_forward(const json& p, const TensorMap& in, const LayerOps&) {
   const Tensor& x = in.at("x");
   const RopeTable table = rope_table(rope_parameters(p), x.size(3), x.size(1), x.scalar_type(), x.device());
   return {{"cos", table.cos}, {"sin", table.sin}, {"y", apply_rope(x, table)}};
@@ -137,12 +137,12 @@ Signature qk_norm_rope_signature(const json& p) {
   if (!k_eq_v(p)) s.inputs.push_back(activation("v", {h.B, h.S, h.Hkv, h.D}));
   return s;
 }
-TensorMap qk_norm_rope_forward(const json& p, const TensorMap& in) {
+TensorMap qk_norm_rope_forward(const json& p, const TensorMap& in, const LayerOps& ops) {
   const Tensor& q = in.at("q");
   const RopeTable rope = rope_table(rope_parameters(p), q.size(3), q.size(1), q.scalar_type(), q.device());
-  const Tensor& k_raw = in.at("k");
-  const auto [k, v] = keys_and_values(k_raw, k_eq_v(p) ? k_raw : in.at("v"), in.at("k_norm"), rope, eps(p));
-  return {{"q", apply_rope(rms_norm(q, in.at("q_norm"), eps(p)), rope)}, {"k", k}, {"v", v}};
+  const QkvOutputs out = ops.qk_norm_rope(q, in.at("k"), k_eq_v(p) ? Tensor() : in.at("v"), in.at("q_norm"),
+                                          in.at("k_norm"), rope, eps(p));
+  return {{"q", out.q}, {"k", out.k}, {"v", out.v}};
 }
 
 // q is post-RoPE; k and v are as attention consumes them. K=V: `kv` is the raw key projection and
@@ -166,7 +166,7 @@ Signature attention_signature(const json& p) {
   }
   return s;
 }
-TensorMap attention_forward(const json& p, const TensorMap& in) {
+TensorMap attention_forward(const json& p, const TensorMap& in, const LayerOps& ops) {
   const Tensor& q = in.at("q");
   Tensor k, v;
   if (k_eq_v(p)) {
@@ -177,13 +177,10 @@ TensorMap attention_forward(const json& p, const TensorMap& in) {
     k = in.at("k");
     v = in.at("v");
   }
-  // attention_mask reads only sliding_window (and bidirectional, off) from the config.
-  Config config;
-  config.sliding_window = p.value("sliding_window", int64_t{0});
   const auto padding = in.find("attention_mask");
-  const Tensor mask = attention_mask(config, layer_type(p), q.size(0), q.size(1),
-                                     padding == in.end() ? Tensor() : padding->second, q.scalar_type(), q.device());
-  return {{"out", eager_attention(q, k, v, mask)}};
+  const AttentionSpec spec{layer_type(p), p.value("sliding_window", int64_t{0}), /*bidirectional=*/false,
+                           padding == in.end() ? Tensor() : padding->second};
+  return {{"out", ops.attention(q, k, v, spec)}};
 }
 
 Signature mlp_signature(const json& p) {
@@ -193,8 +190,8 @@ Signature mlp_signature(const json& p) {
            projection("down_proj", {H, I})},
           {{"y", x}}};
 }
-TensorMap mlp_forward(const json&, const TensorMap& in) {
-  return {{"y", mlp({in.at("gate_proj"), in.at("up_proj"), in.at("down_proj")}, in.at("x"))}};
+TensorMap mlp_forward(const json&, const TensorMap& in, const LayerOps& ops) {
+  return {{"y", mlp({in.at("gate_proj"), in.at("up_proj"), in.at("down_proj")}, in.at("x"), ops)}};
 }
 
 // Only what moe() reads: post_feedforward_layernorm_1 belongs to the dense MLP's branch in
@@ -208,7 +205,7 @@ Signature moe_signature(const json& p) {
            norm_scale("post_feedforward_layernorm_2", {H})},
           {{"y", x}}};
 }
-TensorMap moe_forward(const json& p, const TensorMap& in) {
+TensorMap moe_forward(const json& p, const TensorMap& in, const LayerOps& ops) {
   Config config;
   config.hidden_size = dim(p, "hidden_size");
   config.num_experts = dim(p, "num_experts");
@@ -223,7 +220,7 @@ TensorMap moe_forward(const json& p, const TensorMap& in) {
   w.down_proj = in.at("down_proj");
   w.pre_feedforward_layernorm_2 = in.at("pre_feedforward_layernorm_2");
   w.post_feedforward_layernorm_2 = in.at("post_feedforward_layernorm_2");
-  return {{"y", moe(config, w, in.at("residual"))}};
+  return {{"y", moe(config, w, in.at("residual"), ops)}};
 }
 
 // GEMMA4.md, Forward 2. `embeddings` stands for the scaled token embeddings E[ids] * sqrt(H).
@@ -236,7 +233,7 @@ Signature ple_inputs_signature(const json& p) {
            norm_scale("per_layer_projection_norm", {P})},
           {{"per_layer_inputs", {B, S, L, P}}}};
 }
-TensorMap ple_inputs_forward(const json& p, const TensorMap& in) {
+TensorMap ple_inputs_forward(const json& p, const TensorMap& in, const LayerOps&) {
   Config config;
   config.hidden_size = dim(p, "hidden_size");
   config.num_hidden_layers = dim(p, "num_hidden_layers");
@@ -261,20 +258,20 @@ Signature ple_branch_signature(const json& p) {
            norm_scale("post_per_layer_input_norm", {H})},
           {{"y", {B, S, H}}}};
 }
-TensorMap ple_branch_forward(const json& p, const TensorMap& in) {
+TensorMap ple_branch_forward(const json& p, const TensorMap& in, const LayerOps& ops) {
   Config config;
   config.rms_norm_eps = eps(p);
   LayerWeights w;
   w.per_layer_input_gate = in.at("per_layer_input_gate");
   w.per_layer_projection = in.at("per_layer_projection");
   w.post_per_layer_input_norm = in.at("post_per_layer_input_norm");
-  return {{"y", per_layer_input_branch(config, w, in.at("hidden"), in.at("per_layer_input"))}};
+  return {{"y", per_layer_input_branch(config, w, in.at("hidden"), in.at("per_layer_input"), ops)}};
 }
 
 struct OpDef {
   const char* name;
   Signature (*signature)(const json& params);
-  TensorMap (*forward)(const json& params, const TensorMap& inputs);
+  TensorMap (*forward)(const json& params, const TensorMap& inputs, const LayerOps& ops);
 };
 
 const std::vector<OpDef>& op_defs() {
@@ -331,6 +328,8 @@ void check_inputs(const std::string& op, const Signature& sig, const TensorMap& 
     }
     if (spec.fill == Fill::kUniform) {
       if (!t.is_floating_point()) throw Error(what + spec.name + "' is " + describe(t) + " but must be floating");
+      // A NaN would only come back as NaN outputs: refuse it here, where it can be named.
+      if (!at::isfinite(t).all().item<bool>()) throw Error(what + spec.name + "' holds NaN or infinity");
       if (first && t.scalar_type() != first->scalar_type()) {
         throw Error(what + spec.name + "' is " + describe(t) + " but '" + first_name + "' is " + describe(*first));
       }
@@ -495,7 +494,7 @@ OpTensors make_op_tensors(const OpCase& op_case, uint64_t seed, torch::ScalarTyp
 }
 
 OpResult run_op(const std::string& op, const nlohmann::json& params, const TensorMap& inputs,
-                const TensorMap& upstream) {
+                const TensorMap& upstream, const LayerOps& ops) {
   const Signature sig = signature_of(op, params);
   check_inputs(op, sig, inputs);
 
@@ -514,7 +513,7 @@ OpResult run_op(const std::string& op, const nlohmann::json& params, const Tenso
 
   TensorMap outputs;
   try {
-    outputs = find_op(op).forward(params, leaves);
+    outputs = find_op(op).forward(params, leaves, ops);
   } catch (const json::exception& e) {
     throw Error("op " + op + ": bad params " + params.dump() + ": " + e.what());
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "golden/golden_file.h"  // TensorMap
+#include "reference/layer_ops.h"
 
 namespace gemma4::golden {
 
@@ -39,6 +40,9 @@ struct OpResult {
 // Runs `op` with `params` on `inputs` (all on one device, all floating inputs in one dtype) and
 // back-propagates `upstream`. Throws gemma4::Error naming the op and the missing or mis-shaped
 // tensor when the inputs do not fit.
-OpResult run_op(const std::string& op, const nlohmann::json& params, const TensorMap& inputs, const TensorMap& upstream);
+// The replaceable ops go through `ops` (reference/layer_ops.h), so a backend's ops can be judged
+// against the op goldens; RoPE tables and PLE inputs are always the reference's.
+OpResult run_op(const std::string& op, const nlohmann::json& params, const TensorMap& inputs, const TensorMap& upstream,
+                const LayerOps& ops = reference_layer_ops());
 
 }  // namespace gemma4::golden

@@ -2,6 +2,19 @@
 
 namespace gemma4::impl {
 
-std::vector<Backend> faulty_backends() { return {}; }
+Backend faulty_backend(std::string name, std::string description) {
+  Backend b;
+  b.name = std::move(name);
+  b.description = std::move(description);
+  b.capabilities.deterministic = true;
+  b.ops = reference_layer_ops();
+  return b;
+}
+
+std::vector<Backend> faulty_backends() {
+  std::vector<Backend> all = faulty_op_backends();
+  for (Backend& b : faulty_kv_handoff_backends()) all.push_back(std::move(b));
+  return all;
+}
 
 }  // namespace gemma4::impl

@@ -1,12 +1,22 @@
 #pragma once
 // Backends that each reproduce one real Gemma-4 bug (GEMMA4.md, "Known failure modes"), so that
 // every check of the conformance suite is shown to fail when the thing it guards is broken.
+// Each starts from the reference (reference_layer_ops(), the reference hand-off) and changes
+// exactly one thing.
+#include <string>
 #include <vector>
 
 #include "impl/backend.h"
 
 namespace gemma4::impl {
 
+// The op-level bugs (faulty_ops.cpp), then the shared-KV hand-off bugs (faulty_kv_handoff.cpp).
 std::vector<Backend> faulty_backends();
+
+// The two halves, and the starting point of each faulty backend: the reference ops and hand-off,
+// deterministic, with its name and the one-line description of the bug.
+std::vector<Backend> faulty_op_backends();
+std::vector<Backend> faulty_kv_handoff_backends();
+Backend faulty_backend(std::string name, std::string description);
 
 }  // namespace gemma4::impl

@@ -23,6 +23,7 @@ const Command kCommands[] = {
      gemma4::cli::forward_command},
     {"golden", "golden tensors: list, generate, verify, diff, show (golden/FORMAT.md)", gemma4::cli::golden_command},
     {"backends", "list the backends (name, description)", gemma4::cli::backends_command},
+    {"conform", "run the conformance suite against a backend", gemma4::cli::conform_command},
 };
 
 void print_usage(std::ostream& out) {

@@ -1,0 +1,69 @@
+// The op-level bugs: each replaces one op of reference_layer_ops() with a wrong one. The golden
+// check must catch every one of them.
+#include <ATen/ATen.h>
+
+#include "impl/faulty/faulty_backends.h"
+
+namespace gemma4::impl {
+
+std::vector<Backend> faulty_op_backends() {
+  std::vector<Backend> out;
+
+  // A sliding layer routed through a kernel that has no window (GEMMA4.md, Known failure modes):
+  // its mask is the full layer's, so query i sees every key j <= i.
+  Backend no_window = faulty_backend(
+      "faulty-no-window",
+      "sliding layers attend without their window: the kernel ignores window_size (GEMMA4.md, Known failure modes)");
+  no_window.ops.attention = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const AttentionSpec& spec) {
+    AttentionSpec windowless = spec;
+    windowless.type = LayerType::kFull;
+    return reference_layer_ops().attention(q, k, v, windowless);
+  };
+  out.push_back(std::move(no_window));
+
+  // The window converted off by one (FlashAttention's window_size = (sliding_window - 1, 0) taken
+  // as sliding_window): query i sees keys i - window .. i, one key too many (GEMMA4.md, Layer types).
+  Backend off_by_one = faulty_backend("faulty-window-off-by-one",
+                                      "sliding window one too wide: query i sees keys i - sliding_window .. i "
+                                      "(GEMMA4.md, Layer types and per-layer geometry)");
+  off_by_one.ops.attention = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const AttentionSpec& spec) {
+    AttentionSpec wider = spec;
+    wider.sliding_window += 1;
+    return reference_layer_ops().attention(q, k, v, wider);
+  };
+  out.push_back(std::move(off_by_one));
+
+  // Gemma 2/3's RMSNorm carried over: the weight is applied as 1 + w (GEMMA4.md, notation: Gemma-4
+  // applies w). Norms without a weight (v_norm, the router's) are unaffected.
+  Backend one_plus_w = faulty_backend(
+      "faulty-one-plus-w-norm", "RMSNorm scales by (1 + w) as Gemma 2/3 did instead of w (GEMMA4.md, notation of rms)");
+  one_plus_w.ops.rms_norm = [](const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+    return rms_norm(x, weight.defined() ? weight + 1 : weight, eps);
+  };
+  out.push_back(std::move(one_plus_w));
+
+  // A global layer (head dim 512) routed through a kernel limited to head dim 256 that does not
+  // refuse it: the scores use only the first 256 dims of q and k; the values keep all their dims.
+  // Zeroing the dims the kernel never reads keeps the shapes of the reference path.
+  Backend head_dim_256 = faulty_backend(
+      "faulty-head-dim-256-kernel",
+      "global layers (head dim > 256) go through a kernel limited to head dim 256: scores use only the first 256 dims "
+      "of q and k (GEMMA4.md, Known failure modes)");
+  head_dim_256.ops.attention = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const AttentionSpec& spec) {
+    constexpr int64_t kKernelHeadDim = 256;
+    const int64_t d = q.size(-1);
+    if (d <= kKernelHeadDim) return reference_layer_ops().attention(q, k, v, spec);
+    auto first_dims = [&](const torch::Tensor& t) {
+      return at::constant_pad_nd(t.narrow(-1, 0, kKernelHeadDim), {0, d - kKernelHeadDim});
+    };
+    return reference_layer_ops().attention(first_dims(q), first_dims(k), v, spec);
+  };
+  out.push_back(std::move(head_dim_256));
+
+  return out;
+}
+
+}  // namespace gemma4::impl

@@ -1,0 +1,58 @@
+// gemma4-conform conform: the conformance suite against one backend (built in, or a plugin).
+#include <iostream>
+
+#include "conformance/suite.h"
+#include "golden/golden_file.h"
+#include "impl/plugin_loader.h"
+#include "tools/cli/args.h"
+#include "tools/cli/commands.h"
+
+namespace gemma4::cli {
+
+int conform_command(const std::vector<std::string>& argv) {
+  const std::vector<Option> options = {
+      {"backend", "NAME", "an in-tree backend (gemma4-conform backends)"},
+      {"backend-lib", "PATH", "an out-of-tree backend plugin (.so, impl/plugin_abi.h)"},
+      {"device", "cpu|cuda", "device (default cpu)"},
+      {"dtype", "f32|bf16|f16", "precision (default f32)"},
+      {"filter", "REGEX", "run the checks whose '<category>/<name>' matches"},
+      {"steps", "N", "memory_flatness training steps (default 50 on CPU, 200 on CUDA)"},
+      {"report", "FILE.json", "write every result (test, category, status, metric, bound) as JSON"},
+      {"junit", "FILE.xml", "write a JUnit XML report (GoogleTest's)"},
+      {"golden-dir", "DIR", "the committed goldens (default: golden/ of the source tree)"},
+  };
+  Args args;
+  if (!args.parse("conform",
+                  "Run the conformance suite against a backend: golden, finite_grads, multithreaded_recompute,\n"
+                  "key_conventions, memory_flatness, determinism and bad_input checks. Prints check, case, metric,\n"
+                  "bound and verdict for every result, then a summary. Exit 0 only when nothing failed.",
+                  options, argv)) {
+    return 0;
+  }
+  if (!args.positional().empty()) throw UsageError{"unexpected argument '" + args.positional()[0] + "'"};
+  if (args.has("backend") == args.has("backend-lib")) throw UsageError{"give exactly one of --backend and --backend-lib"};
+
+  conformance::SuiteOptions suite;
+  suite.backend = args.has("backend") ? impl::find_backend(args.get("backend")) : impl::load_plugin(args.get("backend-lib"));
+  suite.device = parse_device(args.get("device", "cpu"));
+  suite.dtype = parse_dtype(args.get("dtype", "f32"));
+  try {
+    suite.steps = std::stoi(args.get("steps", "0"));
+  } catch (const std::exception&) {
+    throw UsageError{"--steps must be a positive integer, got '" + args.get("steps") + "'"};
+  }
+  if (suite.steps < 0) throw UsageError{"--steps must be a positive integer, got '" + args.get("steps") + "'"};
+  suite.golden_dir = args.get("golden-dir", std::string(GEMMA4_SOURCE_DIR) + "/golden");
+
+  std::cout << "gemma4-conform conform: backend " << suite.backend.name << ", " << args.get("device", "cpu") << ", "
+            << args.get("dtype", "f32") << "\n";
+  conformance::RunOptions run;
+  run.filter = args.get("filter");
+  run.junit_path = args.get("junit");
+  const conformance::RunReport report = conformance::run_suite(suite, run);
+  conformance::print_summary(report, std::cout);
+  if (args.has("report")) conformance::write_json_report(report, suite, args.get("report"));
+  return report.passed() ? 0 : 1;
+}
+
+}  // namespace gemma4::cli
