@@ -40,7 +40,9 @@ void report(const golden::VerifyReport& verdicts, Reporter& reporter) {
 
 void check_op_golden(const std::string& path, const SuiteOptions& o, Reporter& reporter) {
   const golden::GoldenCase g = golden::read_golden(path);
-  const std::string why = o.backend.capabilities.unsupported(o.device, o.dtype, g.config.value("head_dim", int64_t{0}));
+  const bool sliding = g.config.value("layer_type", std::string()) == "sliding_attention";
+  const std::string why = o.backend.capabilities.unsupported(o.device, o.dtype, g.config.value("head_dim", int64_t{0}),
+                                                             sliding ? g.config.value("sliding_window", int64_t{0}) : 0);
   if (!why.empty()) return reporter.not_supported(why);
   const torch::ScalarType dtype = golden::dtype_from_name(g.dtype);
   auto to_device = [&](const golden::TensorMap& m) {

@@ -32,7 +32,8 @@ ForwardOptions backend_forward(const SuiteOptions& o, const Config& config, bool
 
 std::string unsupported(const SuiteOptions& o, const Config& config) {
   for (const LayerSpec& spec : config.layers) {
-    const std::string why = o.backend.capabilities.unsupported(o.device, o.dtype, spec.head_dim);
+    const int64_t window = spec.type == LayerType::kSliding ? config.sliding_window : 0;
+    const std::string why = o.backend.capabilities.unsupported(o.device, o.dtype, spec.head_dim, window);
     if (!why.empty()) return why;
   }
   return o.backend.capabilities.unsupported(o.device, o.dtype);

@@ -17,10 +17,13 @@ struct Capabilities {
   std::vector<torch::DeviceType> devices{torch::kCPU, torch::kCUDA};
   std::vector<torch::ScalarType> dtypes{torch::kFloat32, torch::kBFloat16, torch::kFloat16};
   std::vector<int64_t> head_dims;  // empty: any head dim
+  int64_t max_sliding_window = 0;  // 0: any window
   bool deterministic = true;       // the same inputs twice give bitwise-equal outputs
 
-  // "" when supported, else why not ("dtype f16", "head dim 512", "device cuda").
-  std::string unsupported(const torch::Device& device, torch::ScalarType dtype, int64_t head_dim = 0) const;
+  // "" when supported, else why not ("dtype Half", "head dim 512", "device cuda", "sliding window 1024").
+  // head_dim and sliding_window 0: not asked.
+  std::string unsupported(const torch::Device& device, torch::ScalarType dtype, int64_t head_dim = 0,
+                          int64_t sliding_window = 0) const;
 };
 
 struct Backend {

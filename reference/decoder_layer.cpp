@@ -50,8 +50,7 @@ Tensor mlp(const MlpWeights& w, const Tensor& x, const LayerOps& ops) {
 }
 
 // The MoE branch (GEMMA4.md, Forward 4): the router reads the residual stream, not the MLP's
-// output. Experts are visited in index order and accumulated with index_add, as transformers
-// does, so fp32 sums round the same way.
+// output; the experts are a replaceable op.
 Tensor moe(const Config& c, const MoeWeights& w, const Tensor& residual, const LayerOps& ops) {
   const Tensor flat = residual.reshape({-1, c.hidden_size});
   const double eps = c.rms_norm_eps;
@@ -63,20 +62,7 @@ Tensor moe(const Config& c, const MoeWeights& w, const Tensor& residual, const L
   top_weights = top_weights * w.per_expert_scale.index({top_index});
 
   const Tensor x = ops.rms_norm(flat, w.pre_feedforward_layernorm_2, eps);
-  Tensor out = at::zeros_like(x);
-  const Tensor expert_mask = at::one_hot(top_index, c.num_experts).permute({2, 1, 0});  // [E, K, T]
-  const Tensor hit = (expert_mask.sum({1, 2}) > 0).cpu();
-  const int64_t I = c.moe_intermediate_size;
-  for (int64_t e = 0; e < c.num_experts; ++e) {
-    if (!hit[e].item<bool>()) continue;
-    const auto where = at::where(expert_mask[e]);
-    const Tensor& k_pos = where[0];
-    const Tensor& token = where[1];
-    const Tensor gate_up = at::linear(x.index_select(0, token), w.gate_up_proj[e]);
-    Tensor h = ops.geglu(gate_up.slice(-1, 0, I), gate_up.slice(-1, I));
-    h = at::linear(h, w.down_proj[e]) * top_weights.index({token, k_pos}).unsqueeze(-1);
-    out = out.index_add(0, token, h.to(out.scalar_type()));
-  }
+  const Tensor out = ops.moe_experts(x, top_index, top_weights, w.gate_up_proj, w.down_proj);
   return ops.rms_norm(out.reshape(residual.sizes()), w.post_feedforward_layernorm_2, eps);
 }
 

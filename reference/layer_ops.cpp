@@ -23,10 +23,31 @@ torch::Tensor eager_masked_attention(const torch::Tensor& q, const torch::Tensor
 
 torch::Tensor eager_geglu(const torch::Tensor& gate, const torch::Tensor& up) { return gelu_tanh(gate) * up; }
 
+// Experts are visited in index order and accumulated with index_add, as transformers does, so
+// fp32 sums round the same way.
+torch::Tensor eager_moe_experts(const torch::Tensor& x, const torch::Tensor& top_index, const torch::Tensor& top_weights,
+                                const torch::Tensor& gate_up_proj, const torch::Tensor& down_proj) {
+  const int64_t num_experts = gate_up_proj.size(0), I = down_proj.size(2);
+  torch::Tensor out = at::zeros_like(x);
+  const torch::Tensor expert_mask = at::one_hot(top_index, num_experts).permute({2, 1, 0});  // [E, K, T]
+  const torch::Tensor hit = (expert_mask.sum({1, 2}) > 0).cpu();
+  for (int64_t e = 0; e < num_experts; ++e) {
+    if (!hit[e].item<bool>()) continue;
+    const auto where = at::where(expert_mask[e]);
+    const torch::Tensor& k_pos = where[0];
+    const torch::Tensor& token = where[1];
+    const torch::Tensor gate_up = at::linear(x.index_select(0, token), gate_up_proj[e]);
+    torch::Tensor h = eager_geglu(gate_up.slice(-1, 0, I), gate_up.slice(-1, I));
+    h = at::linear(h, down_proj[e]) * top_weights.index({token, k_pos}).unsqueeze(-1);
+    out = out.index_add(0, token, h.to(out.scalar_type()));
+  }
+  return out;
+}
+
 }  // namespace
 
 const LayerOps& reference_layer_ops() {
-  static const LayerOps ops{rms_norm, eager_qk_norm_rope, eager_masked_attention, eager_geglu};
+  static const LayerOps ops{rms_norm, eager_qk_norm_rope, eager_masked_attention, eager_geglu, eager_moe_experts};
   return ops;
 }
 

@@ -33,6 +33,12 @@ struct LayerOps {
       attention;
   // gelu_tanh(gate) * up: the GeGLU activation of the MLP, the experts and the PLE gate.
   std::function<torch::Tensor(const torch::Tensor& gate, const torch::Tensor& up)> geglu;
+  // The routed experts of the MoE branch: x [T, H] (normed tokens), top_index [T, K] int64,
+  // top_weights [T, K] fp32 (renormalised, per-expert scaled), gate_up_proj [E, 2I, H] (gate
+  // half first), down_proj [E, H, I] -> sum_k top_weights[t, k] * down(geglu(gate_up x_t)), [T, H].
+  std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& top_index, const torch::Tensor& top_weights,
+                              const torch::Tensor& gate_up_proj, const torch::Tensor& down_proj)>
+      moe_experts;
 };
 
 const LayerOps& reference_layer_ops();

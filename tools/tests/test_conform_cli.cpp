@@ -62,6 +62,25 @@ TEST(ConformCli, ExamplePluginPassesThroughBackendLib) {
   expect_every_category_passes(run);
 }
 
+TEST(ConformCli, UnsupportedIsReportedNotFailed) {
+  // The example plugin declares no f16: every check is not_supported, and nothing fails.
+  const ConformRun run = conform(std::string("--backend-lib ") + GEMMA4_EXAMPLE_PLUGIN + " --dtype f16 --filter '^golden/op/'");
+  EXPECT_EQ(run.cli.exit_code, 0) << run.cli.out;
+  ASSERT_FALSE(run.report.at("results").empty());
+  for (const auto& r : run.report.at("results")) EXPECT_EQ(r.at("status"), "not_supported") << r.dump();
+  EXPECT_NE(run.cli.out.find("not supported (dtype Half)"), std::string::npos) << run.cli.out;
+}
+
+TEST(ConformCli, WritesJunitXml) {
+  const std::string xml = files::join(files::make_temp_directory("gemma4_conform_"), "suite.xml");
+  const CliResult r = run_cli("conform --backend reference --filter '^bad_input/' --junit " + xml);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const std::string text = test::read_text(xml);
+  EXPECT_NE(text.find("<testsuites"), std::string::npos) << text;
+  EXPECT_NE(text.find("testsuite name=\"bad_input\""), std::string::npos) << text;
+  EXPECT_NE(text.find("testcase name=\"op/nan-query\""), std::string::npos) << text;
+}
+
 struct FaultyCase {
   const char* backend;
   const char* category;  // where its bug must show
