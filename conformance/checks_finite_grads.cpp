@@ -28,14 +28,12 @@ void check_finite_grads(const std::string& name, const SuiteOptions& o, Reporter
     const bool moved = grad.abs().max().item<double>() > 0;
     if (!finite) ++non_finite;
     if (must_move && !moved) ++missing;
-    const LayerSpec* spec = nullptr;
-    // One row per storing layer's k_proj: the gradient that must arrive through the borrowers.
+    // One row per storing layer's k_proj: the gradient that must also arrive through the borrowers.
+    bool storing_k_proj = false;
     for (int l = 0; l < m.config.num_hidden_layers; ++l) {
-      if (dataset == "grads/layers." + std::to_string(l) + ".self_attn.k_proj.weight" && m.config.layers[l].stores_kv) {
-        spec = &m.config.layers[l];
-      }
+      storing_k_proj |= m.config.layers[l].stores_kv && dataset == "grads/layers." + std::to_string(l) + ".self_attn.k_proj.weight";
     }
-    if (spec || !finite || (must_move && !moved)) {
+    if (storing_k_proj || !finite || (must_move && !moved)) {
       reporter.record(dataset, "max_abs_grad", grad.abs().max().item<double>(), 0, finite && (moved || !must_move),
                       !finite ? "not finite" : (must_move && !moved) ? "zero, the reference's is not" : "finite, non-zero");
     }

@@ -1,5 +1,5 @@
 // The op-level bugs: each replaces one op of reference_layer_ops() with a wrong one. The golden
-// check must catch every one of them.
+// check must catch every one of them; finite_grads must catch the missing weight gradient.
 #include <ATen/ATen.h>
 
 #include "impl/faulty/faulty_backends.h"
@@ -62,6 +62,16 @@ std::vector<Backend> faulty_op_backends() {
     return reference_layer_ops().attention(first_dims(q), first_dims(k), v, spec);
   };
   out.push_back(std::move(head_dim_256));
+
+  // A fused RMSNorm kernel whose backward has no weight-gradient path: the forward is right, but
+  // every norm scale silently stops training (GEMMA4.md: the fused RMSNorm + RoPE kernels).
+  Backend no_weight_grad = faulty_backend(
+      "faulty-norm-no-weight-grad",
+      "RMSNorm kernel without a weight gradient: right forward, norm scales get zero gradient (fused RMSNorm kernels)");
+  no_weight_grad.ops.rms_norm = [](const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+    return rms_norm(x, weight.defined() ? weight.detach() : weight, eps);
+  };
+  out.push_back(std::move(no_weight_grad));
 
   return out;
 }

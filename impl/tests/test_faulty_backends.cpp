@@ -111,7 +111,7 @@ void expect_op_bug(const std::string& name, const nlohmann::json& config_json) {
 
 TEST(FaultyBackends, NamesAndDescriptions) {
   const std::vector<Backend> all = faulty_backends();
-  ASSERT_EQ(all.size(), 9u);
+  ASSERT_EQ(all.size(), 10u);
   for (const Backend& b : all) {
     EXPECT_EQ(b.name.rfind("faulty-", 0), 0u) << b.name;
     EXPECT_FALSE(b.description.empty()) << b.name;
@@ -128,6 +128,19 @@ TEST(FaultyBackends, HeadDim256Kernel) {
   // Within its limit the kernel is right.
   EXPECT_TRUE(torch::equal(logits(test::tiny_shared_kv_config(), &backend("faulty-head-dim-256-kernel")),
                            logits(test::tiny_shared_kv_config(), nullptr)));
+}
+
+// The forward is right; the norm scales get no gradient.
+TEST(FaultyBackends, NormNoWeightGrad) {
+  const nlohmann::json config_json = test::tiny_shared_kv_config();
+  EXPECT_TRUE(torch::equal(logits(config_json, &backend("faulty-norm-no-weight-grad")), logits(config_json, nullptr)));
+  const Config config = parse_config(config_json);
+  const Model model = make_model(config, 5);
+  const ForwardOptions o = options(backend("faulty-norm-no-weight-grad"), false, config);
+  model.forward(inputs(config), o).loss.backward();
+  const torch::Tensor& scale = model.weights().layers[0].input_layernorm;
+  EXPECT_TRUE(!scale.grad().defined() || scale.grad().abs().max().item<double>() == 0.0);
+  EXPECT_GT(model.weights().layers[0].mlp.up_proj.grad().abs().max().item<double>(), 0.0);
 }
 
 // --- Hand-off bugs.
