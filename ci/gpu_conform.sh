@@ -8,11 +8,7 @@
 # Reports (JSON) and tables go to $OUT. shared/ must be copied into the checkout.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/gpu-out}
-mkdir -p "$OUT"
-export GEMMA4_SHARED_DIR=${GEMMA4_SHARED_DIR:-$PWD/shared}
-export TORCH_PREFIX=${TORCH_PREFIX:-$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')}
-export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
+source ci/gpu_env.sh
 CLI=build/bin/gemma4-conform
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"

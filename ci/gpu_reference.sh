@@ -7,11 +7,7 @@
 # and pass it with the device tool's carry; GEMMA4_SHARED_DIR points the tests at it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/gpu-out}
-mkdir -p "$OUT"
-export GEMMA4_SHARED_DIR=${GEMMA4_SHARED_DIR:-$PWD/shared}
-export TORCH_PREFIX=${TORCH_PREFIX:-$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')}
-export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
+source ci/gpu_env.sh
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 ci/build.sh > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }

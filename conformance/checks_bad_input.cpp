@@ -18,13 +18,9 @@ struct BadInputCase {
   std::function<void(const SuiteOptions&)> action;
 };
 
-ForwardInputs forward_inputs(const golden::TensorMap& in) {
-  return {in.at("input_ids"), in.at("attention_mask"), in.at("labels")};
-}
-
 void run_tiny(const SuiteOptions& o, const std::function<void(ForwardInputs&, const Config&)>& mutate) {
   TinyModel m = tiny_model("e2b", o);
-  ForwardInputs in = forward_inputs(m.inputs);
+  ForwardInputs in = golden::forward_inputs(m.inputs, o.device);
   mutate(in, m.config);
   Model(m.config, m.weights).forward(in, backend_forward(o, m.config));
 }

@@ -22,14 +22,12 @@
 #include <torch/types.h>
 
 #include <fstream>
-#include <iomanip>
-#include <limits>
 #include <sstream>
 
 #include "conformance/check.h"
+#include "conformance/compare.h"
 #include "conformance/tiny_models.h"
 #include "golden/model_cases.h"
-#include "golden/tolerance.h"
 #include "reference/error.h"
 #include "reference/files.h"
 #include "reference/hf_checkpoint.h"
@@ -54,8 +52,6 @@ std::vector<std::string> released_configs() {
   return out;
 }
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
 // The tiny version of a released config: its golden model case, else the config cut to 6 layers.
 json tiny_json(const std::string& file) {
   for (const golden::ModelCase& mc : golden::model_cases()) {
@@ -66,74 +62,27 @@ json tiny_json(const std::string& file) {
   return golden::tiny_config({file, "", file, 6, shared}, golden::released_configs_dir());
 }
 
-// Forward and backward through the backend's ops and hand-off, on the calling thread.
+// One training step through the backend's ops and hand-off under `convention`, and (only for a
+// backend that is not deterministic, in bf16/f16) its fp32 truth.
 TensorMap run(const SuiteOptions& o, const Config& c, const ModelWeights& w, const TensorMap& inputs,
               KvKeyConvention convention) {
   ForwardOptions f = backend_forward(o, c);
   f.kv_key = convention;
-  TensorMap all = golden::run_model(c, w, inputs, f);
-  TensorMap out;
-  for (auto& [name, t] : all) {
-    if (name == "outputs/loss" || name == "outputs/logits" || name.rfind("grads/", 0) == 0) out[name] = t;
-  }
-  return out;
-}
-
-// Records whether `b` equals `a` (see the top of the file): loss and logits one row each, the
-// gradients one row (the worst) plus a row per differing one. `truth` is needed only for a
-// non-deterministic backend in bf16/f16.
-void compare_runs(const SuiteOptions& o, Reporter& r, const std::string& label, const TensorMap& b, const TensorMap& a,
-                  const TensorMap& truth) {
-  const bool bitwise = o.backend.capabilities.deterministic;
-  int grads = 0, failed = 0;
-  double worst_error = 0, worst_bound = 0, worst_ratio = -1;
-  std::string worst_name;
-  for (const auto& [name, ref] : a) {
-    auto it = b.find(name);
-    if (it == b.end()) {
-      r.fail(label + name, "missing");
-      continue;
-    }
-    double error, bound;
-    bool pass;
-    std::string detail;
-    if (bitwise) {
-      pass = at::equal(it->second, ref);
-      error = golden::measure(it->second, ref).max_abs;
-      bound = 0;
-      if (!pass && error == 0) error = std::numeric_limits<double>::quiet_NaN();  // NaN somewhere
-      detail = pass ? "bitwise equal" : "not bitwise equal";
-    } else {
-      const golden::Role role = golden::role_of(name);
-      const golden::Verdict v = o.dtype == torch::kFloat32
-                                    ? golden::check_fp32(it->second, ref, role)
-                                    : golden::check_reduced_precision(it->second, ref, truth.at(name), o.dtype, role);
-      error = v.error, bound = v.bound, pass = v.pass;
-      std::ostringstream d;
-      d << "tolerance policy (backend not deterministic), cosine " << std::setprecision(7) << v.metrics.cosine;
-      detail = d.str();
-    }
-    if (name.rfind("grads/", 0) != 0) {
-      r.record(label + name, "max_abs", error, bound, pass, detail);
-      continue;
-    }
-    ++grads;
-    if (!pass && ++failed <= 8) r.record(label + name, "max_abs", error, bound, false, detail);
-    const double ratio = bound > 0 ? error / bound : (error > 0 || !pass ? 1e300 : 0);
-    if (ratio > worst_ratio) worst_ratio = ratio, worst_error = error, worst_bound = bound, worst_name = name;
-  }
-  if (grads == 0) return;
-  std::string detail = "worst of " + std::to_string(grads) + ": " + worst_name;
-  if (failed) detail += "; " + std::to_string(failed) + " differ";
-  r.record(label + "grads/*", "max_abs", worst_error, worst_bound, failed == 0, detail);
+  return training_step(c, w, inputs, f);
 }
 
 TensorMap truth_if_needed(const SuiteOptions& o, const Config& c, const ModelWeights& w, const TensorMap& inputs,
                           KvKeyConvention convention) {
   if (o.backend.capabilities.deterministic || o.dtype == torch::kFloat32) return {};
-  SuiteOptions o32 = o;
-  const ModelWeights w32 = golden::weights_from_map(c, golden::weights_to_map(c, w), torch::kFloat32, o.device);
-  return run(o32, c, w32, inputs, convention);
+  ForwardOptions f = backend_forward(o, c);
+  f.kv_key = convention;
+  return fp32_training_step(c, w, inputs, f);
+}
+
+// Records whether `b` equals `a` (see the top of the file).
+void compare_runs(const SuiteOptions& o, Reporter& r, const std::string& label, const TensorMap& b, const TensorMap& a,
+                  const TensorMap& truth) {
+  record_comparison(r, label, b, a, truth, o.dtype, /*bitwise=*/o.backend.capabilities.deterministic);
 }
 
 void check_rendezvous(const std::string& file, const SuiteOptions& o, Reporter& r) {
@@ -147,8 +96,8 @@ void check_rendezvous(const std::string& file, const SuiteOptions& o, Reporter& 
       r.record(name, "missed_reads", 0, 0, true,
                std::to_string(shared) + " KV-shared layers of " + std::to_string(full.num_hidden_layers) +
                    " find their key");
-    } catch (const std::exception& e) {
-      r.fail(name, first_line(e.what()));
+    } catch (const std::exception&) {
+      r.fail(name, error_message(std::current_exception()));
     }
   }
 
@@ -161,10 +110,8 @@ void check_rendezvous(const std::string& file, const SuiteOptions& o, Reporter& 
   for (int i = 0; i < 2; ++i) {
     try {
       runs[i] = run(o, tiny, w, inputs, kConventions[i]);
-    } catch (const c10::Error& e) {
-      r.fail(std::string("tiny/") + kv_key_convention_name(kConventions[i]), first_line(e.what_without_backtrace()));
-    } catch (const std::exception& e) {
-      r.fail(std::string("tiny/") + kv_key_convention_name(kConventions[i]), first_line(e.what()));
+    } catch (const std::exception&) {
+      r.fail(std::string("tiny/") + kv_key_convention_name(kConventions[i]), error_message(std::current_exception()));
     }
   }
   if (runs[0].empty() || runs[1].empty()) return;

@@ -87,17 +87,13 @@ void train_and_measure(const SuiteOptions& o, Reporter& r, const Config& c, Mode
   }
   if (!o.device.is_cuda()) install_tracking_cpu_allocator();
 
+  weights = fresh_leaves(c, weights);
   std::vector<Tensor> trainable;
   for (WeightSlot& slot : weight_slots(c, weights)) {
-    if (!slot.tensor->defined()) continue;
-    *slot.tensor = slot.tensor->detach().requires_grad_(slot.trainable);
-    if (slot.trainable) trainable.push_back(*slot.tensor);
+    if (slot.trainable && slot.tensor->defined()) trainable.push_back(*slot.tensor);
   }
   const Model model(c, weights);
-  ForwardInputs in;
-  in.input_ids = inputs.at("input_ids").to(o.device);
-  in.labels = inputs.at("labels").to(o.device);
-  in.attention_mask = inputs.at("attention_mask").to(o.device);
+  const ForwardInputs in = golden::forward_inputs(inputs, o.device);
   const ForwardOptions f = backend_forward(o, c, /*checkpoint=*/true);
 
   // One step's shared K/V, from a forward without grad that keeps the stored K/V.

@@ -31,16 +31,14 @@
 
 #include <condition_variable>
 #include <exception>
-#include <iomanip>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "conformance/check.h"
+#include "conformance/compare.h"
 #include "conformance/tiny_models.h"
 #include "golden/model_cases.h"
-#include "golden/tolerance.h"
 #include "reference/error.h"
 
 namespace gemma4::conformance {
@@ -51,20 +49,6 @@ using torch::Tensor;
 
 const std::vector<std::string> kModels = {"e2b", "e4b"};  // the tiny models with KV sharing
 
-std::string message_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const c10::Error& x) {
-    const std::string s = x.what_without_backtrace();
-    return s.substr(0, s.find('\n'));
-  } catch (const std::exception& x) {
-    const std::string s = x.what();
-    return s.substr(0, s.find('\n'));
-  } catch (...) {
-    return "unknown exception";
-  }
-}
-
 // One training step split at the forward/backward boundary, so that forward and backward can run
 // on different threads (run_model does both on the calling thread).
 struct Step {
@@ -74,16 +58,9 @@ struct Step {
   ForwardInputs inputs;
   ForwardOutputs out;
 
-  Step(const Config& c, const ModelWeights& w, const TensorMap& in) : config(c), weights(w) {
-    for (WeightSlot& slot : weight_slots(config, weights)) {
-      if (slot.tensor->defined()) *slot.tensor = slot.tensor->detach().requires_grad_(slot.trainable);
-    }
-    model = std::make_unique<Model>(config, weights);
-    const torch::Device device = model->device();
-    inputs.input_ids = in.at("input_ids").to(device);
-    inputs.labels = in.at("labels").to(device);
-    inputs.attention_mask = in.at("attention_mask").to(device);
-  }
+  Step(const Config& c, const ModelWeights& w, const TensorMap& in)
+      : config(c), weights(fresh_leaves(c, w)), model(std::make_unique<Model>(config, weights)),
+        inputs(golden::forward_inputs(in, model->device())) {}
 
   void forward(const ForwardOptions& options) {
     torch::AutoGradMode grad_mode(true);  // grad mode is thread-local: a new thread starts enabled, say it anyway
@@ -104,54 +81,13 @@ struct Step {
   }
 };
 
-// The single-threaded, non-checkpointed run every threaded run is compared with.
+// The single-threaded, non-checkpointed run every threaded run is compared with, and in bf16/f16
+// its fp32 truth.
 TensorMap plain_run(const SuiteOptions& o, const Config& c, const ModelWeights& w, const TensorMap& inputs) {
-  Step s(c, w, inputs);
-  s.forward(backend_forward(o, c, /*checkpoint=*/false));
-  return s.backward();
+  return training_step(c, w, inputs, backend_forward(o, c, /*checkpoint=*/false));
 }
-
-// In bf16/f16, the truth: the same weights upcast to fp32, plain run.
 TensorMap fp32_truth(const SuiteOptions& o, const Config& c, const ModelWeights& w, const TensorMap& inputs) {
-  const ModelWeights w32 = golden::weights_from_map(c, golden::weights_to_map(c, w), torch::kFloat32, o.device);
-  return plain_run(o, c, w32, inputs);
-}
-
-// Records the comparison of `candidate` with the plain run (see the top of the file): loss and
-// logits one row each, the gradients as one row for the worst of them plus one row per failing one.
-void compare(Reporter& r, const std::string& label, const TensorMap& candidate, const TensorMap& plain,
-             const TensorMap& truth, torch::ScalarType dtype) {
-  int grads = 0, failed = 0;
-  std::string worst_name;
-  golden::Verdict worst;
-  double worst_ratio = -1;
-  for (const auto& [name, ref] : plain) {
-    auto it = candidate.find(name);
-    if (it == candidate.end()) {
-      r.fail(label + name, "missing from the checkpointed run");
-      continue;
-    }
-    const golden::Role role = golden::role_of(name);
-    const golden::Verdict v = dtype == torch::kFloat32
-                                  ? golden::check_fp32(it->second, ref, role)
-                                  : golden::check_reduced_precision(it->second, ref, truth.at(name), dtype, role);
-    std::ostringstream detail;
-    detail << "cosine " << std::setprecision(7) << v.metrics.cosine;
-    if (name.rfind("grads/", 0) != 0) {
-      r.record(label + name, "max_abs", v.error, v.bound, v.pass, detail.str());
-      continue;
-    }
-    ++grads;
-    if (!v.pass) {
-      if (++failed <= 8) r.record(label + name, "max_abs", v.error, v.bound, false, detail.str());
-    }
-    const double ratio = v.bound > 0 ? v.error / v.bound : (v.error > 0 ? 1e300 : 0);
-    if (ratio > worst_ratio) worst_ratio = ratio, worst = v, worst_name = name;
-  }
-  if (grads == 0) return;
-  std::string detail = "worst of " + std::to_string(grads) + ": " + worst_name;
-  if (failed) detail += "; " + std::to_string(failed) + " failing";
-  r.record(label + "grads/*", "max_abs", worst.error, worst.bound, failed == 0, detail);
+  return o.dtype == torch::kFloat32 ? TensorMap{} : fp32_training_step(c, w, inputs, backend_forward(o, c, false));
 }
 
 // Which threads ran the KV-shared layers: a hand-off that delegates everything to the backend's
@@ -201,7 +137,7 @@ void check_backward_thread(const std::string& name, const SuiteOptions& o, Repor
   const std::string why = unsupported(o, m.config);
   if (!why.empty()) return r.not_supported(why);
   const TensorMap plain = plain_run(o, m.config, m.weights, m.inputs);
-  const TensorMap truth = o.dtype == torch::kFloat32 ? TensorMap{} : fp32_truth(o, m.config, m.weights, m.inputs);
+  const TensorMap truth = fp32_truth(o, m.config, m.weights, m.inputs);
 
   auto log = std::make_shared<ThreadLog>();
   const KvHandoffFactory* backend = o.backend.kv_handoff ? &o.backend.kv_handoff : nullptr;
@@ -242,8 +178,8 @@ void check_backward_thread(const std::string& name, const SuiteOptions& o, Repor
                  " KV-shared layers, " + std::to_string(log->recomputes_on_forward_thread) +
                  " on the forward thread" + (o.device.is_cuda() ? " (CUDA device thread expected)" : ""));
   }
-  if (error) return r.fail("backward", "backward on another thread threw: " + message_of(error));
-  compare(r, "", result, plain, truth, o.dtype);
+  if (error) return r.fail("backward", "backward on another thread threw: " + error_message(error));
+  record_comparison(r, "", result, plain, truth, o.dtype, /*bitwise=*/false);
 }
 
 // A barrier for a fixed number of threads (std::barrier is C++20).
@@ -272,7 +208,7 @@ void check_two_models(const std::string& name, const SuiteOptions& o, Reporter& 
   TensorMap plain[2], truth[2];
   for (int i = 0; i < 2; ++i) {
     plain[i] = plain_run(o, models[i]->config, models[i]->weights, models[i]->inputs);
-    if (o.dtype != torch::kFloat32) truth[i] = fp32_truth(o, models[i]->config, models[i]->weights, models[i]->inputs);
+    truth[i] = fp32_truth(o, models[i]->config, models[i]->weights, models[i]->inputs);
   }
 
   const ForwardOptions f = backend_forward(o, a.config, /*checkpoint=*/true);
@@ -302,10 +238,10 @@ void check_two_models(const std::string& name, const SuiteOptions& o, Reporter& 
   for (int i = 0; i < 2; ++i) {
     const std::string label = std::string(i == 0 ? "model A (seed 11)" : "model B (seed 23)") + ": ";
     if (error[i]) {
-      r.fail(label + "training", "threw: " + message_of(error[i]));
+      r.fail(label + "training", "threw: " + error_message(error[i]));
       continue;
     }
-    compare(r, label, result[i], plain[i], truth[i], o.dtype);
+    record_comparison(r, label, result[i], plain[i], truth[i], o.dtype, /*bitwise=*/false);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <regex>
 
+#include "conformance/compare.h"
 #include "reference/error.h"
 
 namespace gemma4::conformance {
@@ -52,8 +53,6 @@ void add(Result r) {
   recorded().push_back(std::move(r));
 }
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
 class CheckTest : public ::testing::Test {
  public:
   CheckTest(const Check* check, const SuiteOptions* options) : check_(check), options_(options) {}
@@ -62,10 +61,8 @@ class CheckTest : public ::testing::Test {
     Reporter reporter(check_->category + "/" + check_->name, check_->category);
     try {
       check_->run(*options_, reporter);
-    } catch (const c10::Error& e) {
-      reporter.fail("", first_line(e.what_without_backtrace()));
-    } catch (const std::exception& e) {
-      reporter.fail("", first_line(e.what()));
+    } catch (const std::exception&) {
+      reporter.fail("", error_message(std::current_exception()));
     }
     if (recorded().size() == before && !IsSkipped()) reporter.fail("", "the check recorded no result");
   }

@@ -22,10 +22,15 @@ TinyModel tiny_model(const std::string& name, const SuiteOptions& o, uint64_t se
   throw Error("no tiny model '" + name + "'");
 }
 
-ForwardOptions backend_forward(const SuiteOptions& o, const Config& config, bool checkpoint) {
+ForwardOptions backend_ops(const SuiteOptions& o) {
   ForwardOptions f;
   f.ops = &o.backend.ops;
   if (o.backend.kv_handoff) f.kv_handoff = &o.backend.kv_handoff;
+  return f;
+}
+
+ForwardOptions backend_forward(const SuiteOptions& o, const Config& config, bool checkpoint) {
+  ForwardOptions f = backend_ops(o);
   if (checkpoint) f.checkpoint_layers.assign(config.num_hidden_layers, true);
   return f;
 }

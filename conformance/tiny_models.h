@@ -20,7 +20,9 @@ struct TinyModel {
 std::vector<std::string> tiny_model_names();
 TinyModel tiny_model(const std::string& name, const SuiteOptions& options, uint64_t seed = 11);
 
-// The backend's ops and hand-off, plus `kv_key` and checkpointing of every layer when asked.
+// The backend's ops and hand-off.
+ForwardOptions backend_ops(const SuiteOptions& options);
+// The same, with checkpointing of every layer when asked.
 ForwardOptions backend_forward(const SuiteOptions& options, const Config& config, bool checkpoint = false);
 
 // "" when the backend supports the options' device, dtype and every head dim of `config`.

@@ -11,12 +11,6 @@ namespace {
 
 using torch::Tensor;
 
-TensorMap to(const TensorMap& tensors, torch::ScalarType dtype, const torch::Device& device) {
-  TensorMap out;
-  for (const auto& [name, t] : tensors) out[name] = t.is_floating_point() ? t.to(device, dtype) : t.to(device);
-  return out;
-}
-
 TensorMap to_cpu(const TensorMap& tensors) {
   TensorMap out;
   for (const auto& [name, t] : tensors) out[name] = t.detach().to(torch::kCPU);
@@ -53,7 +47,7 @@ GoldenCase generate_op(const OpCase& oc, const GenerateOptions& o) {
   g.inputs = to_cpu(t.inputs);
   g.upstream = to_cpu(t.upstream);
   fill_expected_and_truth(g, o.dtype, [&](torch::ScalarType dtype) {
-    const OpResult r = run_op(oc.op, oc.params, to(t.inputs, dtype, o.device), to(t.upstream, dtype, o.device));
+    const OpResult r = run_op(oc.op, oc.params, to_device(t.inputs, dtype, o.device), to_device(t.upstream, dtype, o.device));
     TensorMap out;
     for (const auto& [name, x] : r.outputs) out["outputs/" + name] = x;
     for (const auto& [name, x] : r.grads) out["grads/" + name] = x;
@@ -74,7 +68,7 @@ GoldenCase generate_model(const ModelCase& mc, const GenerateOptions& o) {
   g.weights = to_cpu(weights_to_map(config, rounded));
   g.inputs = make_model_inputs(config, 2, 12, o.seed);
   fill_expected_and_truth(g, o.dtype, [&](torch::ScalarType dtype) {
-    return run_model(config, weights_from_map(config, g.weights, dtype, o.device), to(g.inputs, dtype, o.device));
+    return run_model(config, weights_from_map(config, g.weights, dtype, o.device), to_device(g.inputs, dtype, o.device));
   });
   return g;
 }
@@ -87,15 +81,15 @@ GoldenCase generate_layer(const LayerCase& lc, const GenerateOptions& o) {
   g.weights_mode = "generated";
   const Config config = parse_config(g.config);
   g.layer = first_layer_of_type(config, lc.type);
-  g.inputs = to_cpu(to(make_layer_inputs(config, lc.seq_len, o.seed, false), o.dtype, o.device));
-  g.upstream = to_cpu(to(make_layer_inputs(config, lc.seq_len, o.seed, true), o.dtype, o.device));
+  g.inputs = to_cpu(to_device(make_layer_inputs(config, lc.seq_len, o.seed, false), o.dtype, o.device));
+  g.upstream = to_cpu(to_device(make_layer_inputs(config, lc.seq_len, o.seed, true), o.dtype, o.device));
   const int l = static_cast<int>(g.layer);
+  // Generated in fp32 once, rounded to the case dtype; the truth widens the rounded values.
+  const LayerWeights rounded = random_layer_weights(config, l, o.seed, o.dtype, o.device);
   fill_expected_and_truth(g, o.dtype, [&](torch::ScalarType dtype) {
-    // Generated in fp32, rounded to the case dtype, then widened for the truth.
-    const LayerWeights w = random_layer_weights(config, l, o.seed, o.dtype, o.device);
-    LayerWeights cast = w;
+    LayerWeights cast = rounded;
     for (WeightSlot& slot : layer_weight_slots(config, l, cast)) *slot.tensor = slot.tensor->to(dtype);
-    return run_layer(config, l, cast, to(g.inputs, dtype, o.device), to(g.upstream, dtype, o.device));
+    return run_layer(config, l, cast, to_device(g.inputs, dtype, o.device), to_device(g.upstream, dtype, o.device));
   });
   return g;
 }
@@ -132,20 +126,21 @@ GoldenCase generate_case(const std::string& name, const GenerateOptions& o) {
   return g;
 }
 
-TensorMap recompute(const GoldenCase& g, const torch::Device& device) {
+TensorMap recompute(const GoldenCase& g, const torch::Device& device, const ForwardOptions& backend) {
   const torch::ScalarType dtype = dtype_from_name(g.dtype);
+  const LayerOps& ops = backend.ops ? *backend.ops : reference_layer_ops();
   TensorMap got;
   if (g.kind == "op") {
     if (!g.config.contains("op") || !g.config["op"].is_string()) throw Error("op case without an 'op' in its config");
-    const OpResult r = run_op(g.config["op"].get<std::string>(), g.config, to(g.inputs, dtype, device),
-                              to(g.upstream, dtype, device));
+    const OpResult r = run_op(g.config["op"].get<std::string>(), g.config, to_device(g.inputs, dtype, device),
+                              to_device(g.upstream, dtype, device), ops);
     for (const auto& [name, x] : r.outputs) got["outputs/" + name] = x;
     for (const auto& [name, x] : r.grads) got["grads/" + name] = x;
   } else if (g.kind == "model") {
     const Config config = parse_config(g.config);
-    ForwardOptions options;
+    ForwardOptions options = backend;
     options.kv_key = parse_kv_key_convention(g.kv_key);
-    got = run_model(config, weights_from_map(config, g.weights, dtype, device), to(g.inputs, dtype, device), options);
+    got = run_model(config, weights_from_map(config, g.weights, dtype, device), to_device(g.inputs, dtype, device), options);
   } else {
     const Config config = parse_config(g.config);
     const int l = static_cast<int>(g.layer);
@@ -156,7 +151,7 @@ TensorMap recompute(const GoldenCase& g, const torch::Device& device) {
     } else {
       for (WeightSlot& slot : layer_weight_slots(config, l, w)) *slot.tensor = g.weights.at(slot.name).to(device, dtype);
     }
-    got = run_layer(config, l, w, to(g.inputs, dtype, device), to(g.upstream, dtype, device));
+    got = run_layer(config, l, w, to_device(g.inputs, dtype, device), to_device(g.upstream, dtype, device), ops);
   }
   return got;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "golden/golden_file.h"
+#include "reference/model.h"
 
 namespace gemma4::golden {
 
@@ -33,10 +34,11 @@ struct GenerateOptions {
 // an unknown name.
 GoldenCase generate_case(const std::string& name, const GenerateOptions& options);
 
-// Recomputes what `golden` says it expects, with the reference, in the file's dtype on `device`,
-// from the file's own inputs, weights (or seed) and upstream gradients. Returns the same dataset
-// names as golden.expected.
-TensorMap recompute(const GoldenCase& golden, const torch::Device& device);
+// Recomputes what `golden` says it expects, in the file's dtype on `device`, from the file's own
+// inputs, weights (or seed) and upstream gradients. Returns the same dataset names as
+// golden.expected. `backend` supplies the ops (and, for model cases, the KV hand-off) to recompute
+// with, the reference's when unset; its kv_key is replaced by the file's.
+TensorMap recompute(const GoldenCase& golden, const torch::Device& device, const ForwardOptions& backend = {});
 
 // File name of a case inside an output directory: "op/rms_norm-scale" -> "op/rms_norm-scale.bf16.h5".
 std::string golden_file_name(const std::string& case_name, torch::ScalarType dtype);

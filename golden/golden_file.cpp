@@ -71,6 +71,12 @@ std::string dtype_name(torch::ScalarType dtype) {
   }
 }
 
+TensorMap to_device(const TensorMap& tensors, torch::ScalarType dtype, const torch::Device& device) {
+  TensorMap out;
+  for (const auto& [name, t] : tensors) out[name] = t.is_floating_point() ? t.to(device, dtype) : t.to(device);
+  return out;
+}
+
 Provenance current_provenance(const std::string& generator, const torch::Device& device) {
   Provenance p{generator, TORCH_VERSION, device.is_cuda() ? "cuda" : "cpu", "", ""};
 #ifdef GEMMA4_WITH_CUDA

@@ -41,6 +41,9 @@ struct GoldenCase {
   std::string tolerance_class() const { return dtype == "f32" ? "fp32" : "reduced-precision"; }
 };
 
+// Floating tensors cast to `dtype` and moved to `device`; integer ones only moved.
+TensorMap to_device(const TensorMap& tensors, torch::ScalarType dtype, const torch::Device& device);
+
 // Writes every tensor as float32 (floating) or int64, truncating an existing file.
 void write_golden(const std::string& path, const GoldenCase& golden);
 

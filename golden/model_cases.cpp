@@ -130,19 +130,19 @@ ModelWeights weights_from_map(const Config& c, const TensorMap& map, torch::Scal
   return w;
 }
 
-TensorMap run_model(const Config& c, const ModelWeights& weights, const TensorMap& inputs, ForwardOptions options) {
-  // Fresh leaves sharing the caller's storage: the gradients land here, not on the caller's tensors.
-  ModelWeights w = weights;
-  for (WeightSlot& slot : weight_slots(c, w)) {
-    if (slot.tensor->defined()) *slot.tensor = slot.tensor->detach().requires_grad_(slot.trainable);
-  }
-  const Model model(c, w);
-  ForwardInputs in;
-  const torch::Device device = model.device();
+ForwardInputs forward_inputs(const TensorMap& inputs, const torch::Device& device) {
   if (!inputs.count("input_ids")) throw Error("a model case needs inputs/input_ids");
+  ForwardInputs in;
   in.input_ids = inputs.at("input_ids").to(device);
   if (inputs.count("labels")) in.labels = inputs.at("labels").to(device);
   if (inputs.count("attention_mask")) in.attention_mask = inputs.at("attention_mask").to(device);
+  return in;
+}
+
+TensorMap run_model(const Config& c, const ModelWeights& weights, const TensorMap& inputs, ForwardOptions options) {
+  ModelWeights w = fresh_leaves(c, weights);  // not const: weight_slots hands out pointers
+  const Model model(c, w);
+  const ForwardInputs in = forward_inputs(inputs, model.device());
   if (!in.labels.defined()) throw Error("a model case needs inputs/labels (its gradients are of the loss)");
 
   options.keep_layer_outputs = true;
@@ -199,7 +199,8 @@ TensorMap make_layer_inputs(const Config& c, int64_t seq_len, uint64_t seed, boo
   return out;
 }
 
-TensorMap run_layer(const Config& c, int l, const LayerWeights& weights, const TensorMap& inputs, const TensorMap& upstream) {
+TensorMap run_layer(const Config& c, int l, const LayerWeights& weights, const TensorMap& inputs, const TensorMap& upstream,
+                    const LayerOps& ops) {
   const LayerSpec& spec = c.layers[l];
   if (spec.kv_shared) throw Error("layer " + std::to_string(l) + " is KV-shared: a layer case needs a layer with its own K/V");
   LayerWeights w = weights;
@@ -214,7 +215,7 @@ TensorMap run_layer(const Config& c, int l, const LayerWeights& weights, const T
   const Tensor ple = inputs.count("per_layer_input") ? inputs.at("per_layer_input").detach().requires_grad_(true) : Tensor();
   const int64_t S = hidden.size(1);
   const RopeTable rope = rope_table(c.rope.at(spec.type), spec.head_dim, S, hidden.scalar_type(), hidden.device());
-  const LayerOutputs out = decoder_layer(c, l, w, LayerInputs{hidden, ple, Tensor(), Tensor(), rope.cos, rope.sin, Tensor()});
+  const LayerOutputs out = decoder_layer(c, l, w, LayerInputs{hidden, ple, Tensor(), Tensor(), rope.cos, rope.sin, Tensor()}, ops);
 
   std::vector<Tensor> wrt{hidden};
   if (ple.defined()) wrt.push_back(ple);

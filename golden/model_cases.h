@@ -51,6 +51,9 @@ TensorMap weights_to_map(const Config& config, const ModelWeights& weights);
 ModelWeights weights_from_map(const Config& config, const TensorMap& weights, torch::ScalarType dtype,
                               const torch::Device& device);
 
+// The model's inputs from a case's inputs/ (input_ids, optional labels and attention_mask).
+ForwardInputs forward_inputs(const TensorMap& inputs, const torch::Device& device);
+
 // Forward and backward of the whole model: "outputs/..." and "grads/<weight name>" (FORMAT.md).
 // `options` picks the KV key convention and checkpointing; layer outputs are always kept.
 TensorMap run_model(const Config& config, const ModelWeights& weights, const TensorMap& inputs,
@@ -63,6 +66,6 @@ LayerWeights random_layer_weights(const Config& config, int layer, uint64_t seed
                                   const torch::Device& device);
 TensorMap make_layer_inputs(const Config& config, int64_t seq_len, uint64_t seed, bool upstream);
 TensorMap run_layer(const Config& config, int layer, const LayerWeights& weights, const TensorMap& inputs,
-                    const TensorMap& upstream);
+                    const TensorMap& upstream, const LayerOps& ops = reference_layer_ops());
 
 }  // namespace gemma4::golden

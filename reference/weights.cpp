@@ -103,6 +103,14 @@ ModelWeights random_weights(const Config& c, uint64_t seed, torch::ScalarType dt
   return w;
 }
 
+ModelWeights fresh_leaves(const Config& c, const ModelWeights& weights) {
+  ModelWeights w = weights;
+  for (WeightSlot& slot : weight_slots(c, w)) {
+    if (slot.tensor->defined()) *slot.tensor = slot.tensor->detach().requires_grad_(slot.trainable);
+  }
+  return w;
+}
+
 void set_requires_grad(const Config& c, ModelWeights& w, bool requires_grad) {
   for (WeightSlot& slot : weight_slots(c, w)) {
     if (slot.trainable && slot.tensor->defined()) slot.tensor->requires_grad_(requires_grad);

@@ -65,6 +65,10 @@ bool is_unused_shared_kv_weight(const Config& config, const std::string& name);
 torch::Tensor random_weight(const std::string& name, at::IntArrayRef shape, uint64_t seed);  // fp32, CPU
 ModelWeights random_weights(const Config& config, uint64_t seed, torch::ScalarType dtype, const torch::Device& device);
 
+// Fresh autograd leaves over the same storage: trainable tensors require grad, and gradients land on
+// these leaves, never on the caller's tensors.
+ModelWeights fresh_leaves(const Config& config, const ModelWeights& weights);
+
 // Trainable tensors get requires_grad.
 void set_requires_grad(const Config& config, ModelWeights& weights, bool requires_grad);
 

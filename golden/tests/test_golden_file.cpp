@@ -13,30 +13,19 @@
 #include "golden/h5_tensors.h"
 #include "golden/model_cases.h"
 #include "golden/verify.h"
+#include "golden/tests/test_files.h"
 #include "reference/error.h"
 #include "reference/files.h"
 
 namespace gemma4::golden {
 namespace {
 
-std::string temp_path(const std::string& name) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  return ::testing::TempDir() + "golden_" + info->name() + "_" + name;
-}
+using test::error_of;
+using test::temp_path;
 
 std::string bytes_of(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no gemma4::Error was thrown";
-  return "";
 }
 
 GoldenCase generate(const std::string& name, torch::ScalarType dtype, uint64_t seed = 0) {

@@ -8,28 +8,15 @@
 #include <functional>
 #include <string>
 
+#include "golden/tests/test_files.h"
 #include "reference/error.h"
 #include "reference/files.h"
 
 namespace gemma4::h5 {
 namespace {
 
-// A file path under the test temp dir, unique to the running test.
-std::string temp_path(const std::string& name) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  return ::testing::TempDir() + "h5_" + info->name() + "_" + name;
-}
-
-// Runs `action` expecting a gemma4::Error; returns its message ("" after a test failure).
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no gemma4::Error was thrown";
-  return "";
-}
+using test::error_of;
+using test::temp_path;
 
 // The message names the file and contains `phrase`, on one line.
 void expect_message(const std::string& message, const std::string& path, const std::string& phrase) {
