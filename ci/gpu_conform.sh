@@ -34,7 +34,7 @@ for pair in faulty-no-window:golden faulty-window-off-by-one:golden faulty-one-p
             faulty-head-dim-256-kernel:golden faulty-checkpoint-closure:memory_flatness \
             faulty-thread-local-kv:multithreaded_recompute faulty-process-wide-kv:multithreaded_recompute \
             faulty-detached-recompute:multithreaded_recompute faulty-kv-key-mismatch:key_conventions \
-            faulty-norm-no-weight-grad:finite_grads; do
+            faulty-norm-no-weight-grad:finite_grads faulty-nondeterministic-attention:determinism; do
   run "${pair%%:*}" 1 --backend "${pair%%:*}" --filter "^${pair##*:}/"
 done
 grep -h "recompute thread" "$OUT"/reference-f32.txt | head -4

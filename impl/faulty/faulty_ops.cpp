@@ -1,6 +1,10 @@
 // The op-level bugs: each replaces one op of reference_layer_ops() with a wrong one. The golden
-// check must catch every one of them; finite_grads must catch the missing weight gradient.
+// check must catch the wrong numbers; finite_grads the missing weight gradient; determinism the
+// run-dependent one.
 #include <ATen/ATen.h>
+
+#include <atomic>
+#include <cmath>
 
 #include "impl/faulty/faulty_backends.h"
 
@@ -72,6 +76,21 @@ std::vector<Backend> faulty_op_backends() {
     return rms_norm(x, weight.defined() ? weight.detach() : weight, eps);
   };
   out.push_back(std::move(no_weight_grad));
+
+  // A kernel that accumulates with atomics (FlashAttention's backward does, for dq) while the
+  // backend claims determinism: the order of the additions, and with it the last bit, changes from
+  // run to run. Simulated by moving every other call's output by about one fp32 rounding step.
+  Backend atomics = faulty_backend(
+      "faulty-nondeterministic-attention",
+      "attention accumulates in a run-dependent order (atomics) but the backend claims determinism: identical runs "
+      "differ in the last bits");
+  atomics.ops.attention = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const AttentionSpec& spec) {
+    static std::atomic<int64_t> calls{0};
+    const torch::Tensor out = reference_layer_ops().attention(q, k, v, spec);
+    return calls++ % 2 == 0 ? out : out + out.detach() * std::ldexp(1.0, -20);
+  };
+  out.push_back(std::move(atomics));
 
   return out;
 }

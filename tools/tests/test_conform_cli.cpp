@@ -107,7 +107,8 @@ INSTANTIATE_TEST_SUITE_P(
                       FaultyCase{"faulty-process-wide-kv", "multithreaded_recompute"},
                       FaultyCase{"faulty-detached-recompute", "multithreaded_recompute"},
                       FaultyCase{"faulty-kv-key-mismatch", "key_conventions"},
-                      FaultyCase{"faulty-norm-no-weight-grad", "finite_grads"}),
+                      FaultyCase{"faulty-norm-no-weight-grad", "finite_grads"},
+                      FaultyCase{"faulty-nondeterministic-attention", "determinism"}),
     [](const ::testing::TestParamInfo<FaultyCase>& info) {
       std::string name = info.param.backend;
       for (char& ch : name) ch = ch == '-' ? '_' : ch;
@@ -119,7 +120,7 @@ TEST(ConformCli, EveryFaultyBackendIsTested) {
   ASSERT_EQ(r.exit_code, 0);
   int faulty = 0;
   for (size_t at = r.out.find("faulty-"); at != std::string::npos; at = r.out.find("\nfaulty-", at + 1)) ++faulty;
-  EXPECT_EQ(faulty, 10) << r.out;  // the FaultyBackend table above has one row each
+  EXPECT_EQ(faulty, 11) << r.out;  // the FaultyBackend table above has one row each
   EXPECT_EQ(r.out.rfind("reference ", 0), 0u) << r.out;
 }
 
