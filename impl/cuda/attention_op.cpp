@@ -1,0 +1,173 @@
+#include "impl/cuda/attention_op.h"
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/autograd.h>
+
+#include <algorithm>
+
+#include "impl/cuda/attention_kernels.h"
+
+namespace gemma4::impl::cuda {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+AttentionDtype kernel_dtype(torch::ScalarType t) {
+  return t == torch::kBFloat16 ? AttentionDtype::kBFloat16 : AttentionDtype::kFloat16;
+}
+
+int kernel_head_dim(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 256 ? 256 : 512; }
+
+void check_launch(const char* error) { TORCH_CHECK(error[0] == '\0', "cuda attention: ", error); }
+
+// The band of attention_kernels.h for a layer (reference/ops.cpp attention_mask is the definition):
+// query i sees keys i - left .. i + right.
+struct Band {
+  int left, right;
+};
+Band band_of(const AttentionSpec& spec, int64_t seq) {
+  const int64_t all = seq;  // "unbounded" within the sequence
+  if (spec.type == LayerType::kSliding) {
+    if (spec.bidirectional) {
+      const int64_t half = std::min(spec.sliding_window / 2 + 1, all);
+      return {int(half), int(half)};
+    }
+    return {int(std::min(spec.sliding_window - 1, all)), 0};
+  }
+  return {int(all), spec.bidirectional ? int(all) : 0};
+}
+
+AttentionShape shape_of(const torch::Tensor& q, const torch::Tensor& k, int left, int right) {
+  AttentionShape s;
+  s.batch = int(q.size(0));
+  s.seq = int(q.size(1));
+  s.q_heads = int(q.size(2));
+  s.kv_heads = int(k.size(1));
+  s.head_dim = int(q.size(3));
+  s.left = left;
+  s.right = right;
+  return s;
+}
+
+const int32_t* valid_ptr(const torch::Tensor& key_valid) {
+  return key_valid.defined() ? key_valid.data_ptr<int32_t>() : nullptr;
+}
+
+// q [B, S, Hq, D], k and v [B, Hkv, S, D], contiguous, D a kernel head dim -> o [B, S, Hq, D].
+class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& key_valid, int64_t left, int64_t right) {
+    const c10::cuda::CUDAGuard guard(q.device());
+    const AttentionShape shape = shape_of(q, k, int(left), int(right));
+    torch::Tensor o = at::empty_like(q);
+    torch::Tensor lse = at::empty({shape.batch, shape.q_heads, shape.seq}, q.options().dtype(torch::kFloat32));
+    AttentionForwardArgs args;
+    args.shape = shape;
+    args.q = q.data_ptr();
+    args.k = k.data_ptr();
+    args.v = v.data_ptr();
+    args.key_valid = valid_ptr(key_valid);
+    args.o = o.data_ptr();
+    args.lse = lse.data_ptr<float>();
+    check_launch(launch_attention_forward(kernel_dtype(q.scalar_type()), args, at::cuda::getCurrentCUDAStream()));
+    ctx->save_for_backward({q, k, v, key_valid, o, lse});
+    ctx->saved_data["left"] = left;
+    ctx->saved_data["right"] = right;
+    return o;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, const tensor_list& grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &key_valid = saved[3], &o = saved[4],
+                        &lse = saved[5];
+    const c10::cuda::CUDAGuard guard(q.device());
+    const torch::Tensor dout = grads[0].contiguous();
+    // delta_i = sum_d dO_id O_id: the softmax backward's row term, in fp32, [B, Hq, S].
+    const torch::Tensor delta = (dout.to(torch::kFloat32) * o.to(torch::kFloat32)).sum(-1).transpose(1, 2).contiguous();
+    torch::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
+    AttentionBackwardArgs args;
+    args.shape = shape_of(q, k, int(ctx->saved_data["left"].toInt()), int(ctx->saved_data["right"].toInt()));
+    args.q = q.data_ptr();
+    args.k = k.data_ptr();
+    args.v = v.data_ptr();
+    args.key_valid = valid_ptr(key_valid);
+    args.dout = dout.data_ptr();
+    args.lse = lse.data_ptr<float>();
+    args.delta = delta.data_ptr<float>();
+    args.dq = dq.data_ptr();
+    args.dk = dk.data_ptr();
+    args.dv = dv.data_ptr();
+    check_launch(launch_attention_backward(kernel_dtype(q.scalar_type()), args, at::cuda::getCurrentCUDAStream()));
+    return {dq, dk, dv, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// Query rows that see no key at all (every key of their band is padding). transformers' eager
+// masks are finite (the dtype's lowest value), so such a row's softmax is uniform over all S keys,
+// and its gradient is the softmax Jacobian at that uniform point (GEMMA4.md, Forward). The kernel
+// leaves these rows 0; here they get exactly that: softmax(s - s.detach()) is uniform in value and
+// has the Jacobian of softmax at the uniform point.
+torch::Tensor with_fully_masked_rows(torch::Tensor o, const torch::Tensor& q, const torch::Tensor& k,
+                                     const torch::Tensor& v, const torch::Tensor& key_valid, const Band& band) {
+  const int64_t B = q.size(0), S = q.size(1), Hq = q.size(2), D = q.size(3), Hkv = k.size(1);
+  const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
+  const torch::Tensor tokens_before = at::pad(at::cumsum(key_valid, 1, torch::kInt64), {1, 0});  // [B, S+1]
+  const torch::Tensor i = at::arange(S, i64);
+  const torch::Tensor lo = (i - band.left).clamp_min(0), hi = (i + band.right).clamp_max(S - 1);
+  const torch::Tensor empty = (tokens_before.index_select(1, hi + 1) - tokens_before.index_select(1, lo)) == 0;
+  const torch::Tensor where = empty.nonzero().cpu();  // [N, 2]: (batch, query)
+  if (where.size(0) == 0) return o;
+  for (int64_t b = 0; b < B; ++b) {
+    const torch::Tensor rows = where.index({where.select(1, 0) == b}).select(1, 1).to(q.device());
+    if (rows.numel() == 0) continue;
+    const int64_t n = rows.size(0), group = Hq / Hkv;
+    // [n, Hq, D] -> [Hkv, n * group, D]: each kv head with the query heads it serves.
+    const torch::Tensor qs = q[b].index_select(0, rows).view({n, Hkv, group, D}).permute({1, 0, 2, 3}).reshape({Hkv, n * group, D});
+    const torch::Tensor scores = at::matmul(qs, k[b].transpose(1, 2));  // [Hkv, n * group, S]
+    const torch::Tensor probs = at::softmax(scores - scores.detach(), -1, torch::kFloat32).to(q.scalar_type());
+    const torch::Tensor out = at::matmul(probs, v[b]).view({Hkv, n, group, D}).permute({1, 0, 2, 3}).reshape({n, Hq * D});
+    o = o.index_put({at::full({n}, b, i64), rows}, out);
+  }
+  return o;
+}
+
+}  // namespace
+
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const AttentionSpec& spec) {
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.sizes() == k.sizes(),
+              "cuda attention: q must be [B, S, Hq, D] and k, v [B, Hkv, S, D]; got q ", q.sizes(), ", k ", k.sizes(),
+              ", v ", v.sizes());
+  const int64_t B = q.size(0), S = q.size(1), Hq = q.size(2), D = q.size(3), Hkv = k.size(1);
+  TORCH_CHECK(k.size(0) == B && k.size(2) == S && k.size(3) == D, "cuda attention: k ", k.sizes(),
+              " does not match q ", q.sizes());
+  TORCH_CHECK(Hkv > 0 && Hq % Hkv == 0, "cuda attention: ", Hq, " query heads are not a multiple of ", Hkv, " kv heads");
+  TORCH_CHECK(D <= 512, "cuda attention: head dim ", D, " is larger than 512");
+  TORCH_CHECK(q.is_cuda() && k.device() == q.device() && v.device() == q.device(),
+              "cuda attention: q, k, v must be on one CUDA device");
+  TORCH_CHECK((q.scalar_type() == torch::kBFloat16 || q.scalar_type() == torch::kFloat16) &&
+                  k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
+              "cuda attention: q, k, v must all be bf16 or all fp16; got ", q.scalar_type(), ", ", k.scalar_type(), ", ",
+              v.scalar_type());
+  torch::Tensor key_valid;
+  if (spec.padding.defined()) {
+    TORCH_CHECK(spec.padding.dim() == 2 && spec.padding.size(0) == B && spec.padding.size(1) == S,
+                "cuda attention: padding must be [B, S] = [", B, ", ", S, "]; got ", spec.padding.sizes());
+    key_valid = spec.padding.to(q.device(), torch::kInt32).contiguous();
+  }
+  const Band band = band_of(spec, S);
+  const int64_t kernel_dim = kernel_head_dim(D);
+  auto to_kernel = [&](const torch::Tensor& t) {  // zero columns leave q.k and p.v unchanged
+    return kernel_dim == D ? t.contiguous() : at::constant_pad_nd(t, {0, kernel_dim - D});
+  };
+  torch::Tensor o = AttentionFunction::apply(to_kernel(q), to_kernel(k), to_kernel(v), key_valid, band.left, band.right);
+  if (kernel_dim != D) o = o.slice(-1, 0, D);
+  o = o.reshape({B, S, Hq * D});
+  return key_valid.defined() ? with_fully_masked_rows(o, q, k, v, key_valid, band) : o;
+}
+
+}  // namespace gemma4::impl::cuda
