@@ -67,11 +67,25 @@ torch_prefix() {
   .venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)'
 }
 
+# nvcc builds the fused CUDA backend (impl/cuda/); where it is present, a failure to build that
+# backend is an error, so CI catches a CUDA build break on a machine without a GPU.
+cuda_options() {
+  local nvcc
+  nvcc=$(command -v nvcc || true)
+  [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+  if [ -n "$nvcc" ]; then
+    echo "-DCMAKE_CUDA_COMPILER=$nvcc -DGEMMA4_REQUIRE_CUDA=ON"
+  else
+    say "no nvcc: the CUDA backend is not built" >&2
+  fi
+}
+
 install_debian_packages
 prefix=$(torch_prefix)
 say "LibTorch CMake prefix: $prefix"
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+  # shellcheck disable=SC2046
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" $(cuda_options) >/dev/null
 fi
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 say "built $BUILD_DIR/bin/gemma4-conform"

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # On the GPU host: the fused CUDA backend (issue "Fused CUDA backend for Hopper"). Builds against
 # the host's CUDA LibTorch (ci/build.sh), then per STAGE (default: all):
-#   conform  the whole conformance suite with --backend cuda --device cuda, in bf16 and fp16, plus
-#            the reference on CUDA in bf16 as the same-run comparison;
-#   bench    gemma4-bench for the issue's figures: sliding and global attention against every
-#            SDPA backend, q/k norm + RoPE and GeGLU against the copy ceiling, the six-layer group
-#            against the reference backend, and the ceilings (BENCH_FILTER overrides the selection).
+#   conform  the whole conformance suite with --backend cuda --device cuda, in bf16 and fp16, and
+#            the negative controls of op_sweep and attention-op determinism on CUDA (must fail);
+#   bench    bench/gpu_bench.sh for the issue's figures (FIGURES, default all): sliding and global
+#            attention against every SDPA backend, q/k norm + RoPE and GeGLU against the copy
+#            ceiling, the six-layer group against the reference backend, each with the ceilings;
+#   ops      (not in all) the golden and op_sweep checks with one fused op at a time, to bisect.
 # Tables, reports and JSON go to $OUT. shared/ must be copied into the checkout.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,30 +20,34 @@ ci/build.sh > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
 
 status=0
-conform() {  # NAME ARGS...: one conform run; table in $OUT/NAME.txt, report in $OUT/NAME.json
-  local name=$1
-  shift
+conform() {  # NAME EXPECTED_EXIT ARGS...: one conform run; table in $OUT/NAME.txt, report in $OUT/NAME.json
+  local name=$1 expected=$2
+  shift 2
   local t0=$(date +%s)
   $CLI conform --device cuda --report "$OUT/$name.json" "$@" > "$OUT/$name.txt" 2>&1
   local code=$?
-  [ "$code" = 0 ] || status=1
-  echo "$name: exit $code ($(( $(date +%s) - t0 )) s): $(tail -1 "$OUT/$name.txt")"
+  [ "$code" = "$expected" ] || status=1
+  echo "$name: exit $code (expected $expected; $(( $(date +%s) - t0 )) s): $(tail -1 "$OUT/$name.txt")"
 }
 
 if [ "$STAGE" = all ] || [ "$STAGE" = conform ]; then
-  conform cuda-bf16 --backend cuda --dtype bf16
-  conform cuda-f16 --backend cuda --dtype f16
+  conform cuda-bf16 0 --backend cuda --dtype bf16
+  conform cuda-f16 0 --backend cuda --dtype f16
+  conform faulty-window-off-by-one-sweep 1 --backend faulty-window-off-by-one --dtype bf16 --filter '^op_sweep/attention'
+  conform faulty-nondeterministic-op 1 --backend faulty-nondeterministic-attention --dtype bf16 --filter '^determinism/attention_op'
   grep -h "FAIL\|fail " "$OUT"/cuda-bf16.txt "$OUT"/cuda-f16.txt | head -20
 fi
 
+if [ "$STAGE" = ops ]; then  # one fused op at a time (GEMMA4_CUDA_OPS), on the golden and op_sweep checks
+  for op in attention qk_norm_rope geglu; do
+    for dtype in bf16 f16; do
+      GEMMA4_CUDA_OPS=$op conform "only-$op-$dtype" 0 --backend cuda --dtype $dtype --filter '^(golden|op_sweep)/'
+    done
+  done
+fi
+
 if [ "$STAGE" = all ] || [ "$STAGE" = bench ]; then
-  filter=${BENCH_FILTER:-'^(ceiling|sliding_attention|global_attention|qk_norm_rope|geglu|layer_group)/.*/cuda/31b/'}
-  t0=$(date +%s)
-  build/bin/gemma4-bench --benchmark_filter="$filter" --benchmark_out="$OUT/bench.json" \
-    --benchmark_out_format=json ${BENCH_ARGS:-} > "$OUT/bench.txt" 2>&1
-  code=$?
-  [ "$code" = 0 ] || status=1
-  echo "bench: exit $code ($(( $(date +%s) - t0 )) s)"
-  grep -E "_median|ERROR|not supported" "$OUT/bench.txt" | cut -c1-200 | head -80
+  # shellcheck disable=SC2086
+  bench/gpu_bench.sh ${FIGURES:-sliding global memory_bound layer_group} || status=1
 fi
 exit $status

@@ -22,8 +22,8 @@ struct SuiteOptions {
 
 // The categories every result carries.
 inline const std::vector<std::string>& categories() {
-  static const std::vector<std::string> all = {"golden", "finite_grads", "multithreaded_recompute", "key_conventions",
-                                               "memory_flatness", "determinism", "bad_input"};
+  static const std::vector<std::string> all = {"golden",          "op_sweep",        "finite_grads", "multithreaded_recompute",
+                                               "key_conventions", "memory_flatness", "determinism",  "bad_input"};
   return all;
 }
 
@@ -61,6 +61,7 @@ struct Check {
 
 // The checks of each category (conformance/checks_*.cpp).
 std::vector<Check> golden_checks(const SuiteOptions& options);
+std::vector<Check> op_sweep_checks(const SuiteOptions& options);
 std::vector<Check> finite_grads_checks(const SuiteOptions& options);
 std::vector<Check> multithreaded_recompute_checks(const SuiteOptions& options);
 std::vector<Check> key_conventions_checks(const SuiteOptions& options);

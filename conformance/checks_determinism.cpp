@@ -1,14 +1,96 @@
-// determinism: the same inputs twice give bitwise-equal logits, loss and gradients, for backends
-// that claim it (Capabilities::deterministic); the others are reported not_supported.
+// determinism, for backends that claim it (Capabilities::deterministic; the others are reported
+// not_supported):
+// - twice/<model>: the same inputs twice give bitwise-equal logits, loss and gradients;
+// - attention_op/<case>: the attention op alone, forward and backward 100 times on one fixed case
+//   (on CUDA a sliding case of head dim 256 and a global one of head dim 512, S 257, GQA; on the
+//   CPU a small sliding one): the output and dK, dV, dQ of every repeat bitwise equal to the first
+//   run's, one row each with the number of repeats that differ.
 #include <ATen/ATen.h>
 
+#include <sstream>
+
 #include "conformance/check.h"
+#include "conformance/compare.h"
 #include "conformance/tiny_models.h"
 #include "golden/model_cases.h"
+#include "golden/tolerance.h"
 
 namespace gemma4::conformance {
+namespace {
 
-std::vector<Check> determinism_checks(const SuiteOptions&) {
+constexpr int kRepeats = 100;
+constexpr uint64_t kSeed = 2027;
+
+std::vector<AttentionOpCase> attention_op_cases(const torch::Device& device) {
+  if (device.is_cuda()) {
+    return {{LayerType::kSliding, 100, 2, 257, 8, 2, 256, {}, false}, {LayerType::kFull, 0, 2, 257, 8, 2, 512, {}, false}};
+  }
+  return {{LayerType::kSliding, 13, 2, 37, 4, 2, 16, {}, false}};
+}
+
+// The bits, so that a NaN equals itself and -0 differs from +0.
+torch::Tensor bits(const torch::Tensor& t) {
+  const torch::Tensor c = t.contiguous();
+  switch (c.element_size()) {
+    case 2: return c.view(torch::kInt16);
+    case 4: return c.view(torch::kInt32);
+    default: return c.view(torch::kInt64);
+  }
+}
+
+void check_attention_op(const AttentionOpCase& c, const SuiteOptions& o, Reporter& reporter) {
+  if (!o.backend.capabilities.deterministic) return reporter.not_supported("not claimed by the backend");
+  const std::string why = o.backend.capabilities.unsupported(o.device, o.dtype, c.head_dim, c.sliding_window());
+  if (!why.empty()) return reporter.not_supported(why);
+  const golden::OpTensors t = attention_op_tensors(c, kSeed);
+  const golden::TensorMap inputs = to_device(t.inputs, o.device, o.dtype);
+  const golden::TensorMap upstream = to_device(t.upstream, o.device, o.dtype);
+  const OpForward forward = [c](const golden::TensorMap& in, const LayerOps& ops) {
+    return attention_op_forward(c, in, ops);
+  };
+  auto run = [&] {
+    const OpRun r = run_op_backward(forward, inputs, upstream, o.backend.ops);
+    // The output, then dK and dV, then dQ (the gradient FlashAttention's backward accumulates with atomics).
+    std::vector<std::pair<std::string, torch::Tensor>> rows;
+    for (const auto& [name, out] : r.outputs) rows.emplace_back("outputs/" + name, out);
+    for (const char* name : {"k", "v", "q"}) rows.emplace_back(std::string("grads/") + name, r.grads.at(name));
+    return rows;
+  };
+  const auto first = run();
+  std::vector<int> differing(first.size(), 0), first_differing(first.size(), 0);
+  std::vector<double> worst(first.size(), 0.0);
+  for (int repeat = 1; repeat < kRepeats; ++repeat) {
+    const auto again = run();
+    for (size_t i = 0; i < first.size(); ++i) {
+      const torch::Tensor& a = first[i].second;
+      const torch::Tensor& b = again[i].second;
+      if (!a.defined()) continue;  // reported once below
+      const bool comparable = b.defined() && a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type();
+      if (comparable && at::equal(bits(a), bits(b))) continue;
+      if (differing[i]++ == 0) first_differing[i] = repeat;
+      if (comparable) worst[i] = std::max(worst[i], golden::measure(b, a).max_abs);
+    }
+  }
+  for (size_t i = 0; i < first.size(); ++i) {
+    const std::string& row = first[i].first;
+    if (!first[i].second.defined()) {
+      reporter.fail(row, "no gradient reaches it");
+      continue;
+    }
+    std::ostringstream detail;
+    if (differing[i] == 0) {
+      detail << "bitwise equal in all " << kRepeats << " runs";
+    } else {
+      detail << differing[i] << " of " << kRepeats - 1 << " repeats differ from the first run, first repeat "
+             << first_differing[i] << ", max_abs difference " << worst[i];
+    }
+    reporter.record(row, "differing_repeats", differing[i], 0, differing[i] == 0, detail.str());
+  }
+}
+
+}  // namespace
+
+std::vector<Check> determinism_checks(const SuiteOptions& options) {
   std::vector<Check> checks;
   for (const std::string& name : tiny_model_names()) {
     checks.push_back({"determinism", "twice/" + name, [name](const SuiteOptions& o, Reporter& reporter) {
@@ -28,6 +110,10 @@ std::vector<Check> determinism_checks(const SuiteOptions&) {
                         reporter.record(std::to_string(a.size()) + " tensors", "differing_tensors", differing, 0,
                                         differing == 0, differing ? "first: " + first : "bitwise equal");
                       }});
+  }
+  for (const AttentionOpCase& c : attention_op_cases(options.device)) {
+    checks.push_back({"determinism", "attention_op/" + c.name(),
+                      [c](const SuiteOptions& o, Reporter& reporter) { check_attention_op(c, o, reporter); }});
   }
   return checks;
 }

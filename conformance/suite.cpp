@@ -74,7 +74,7 @@ class CheckTest : public ::testing::Test {
 
 std::vector<Check> all_checks(const SuiteOptions& o) {
   std::vector<Check> all;
-  for (auto make : {golden_checks, finite_grads_checks, multithreaded_recompute_checks, key_conventions_checks,
+  for (auto make : {golden_checks, op_sweep_checks, finite_grads_checks, multithreaded_recompute_checks, key_conventions_checks,
                     memory_flatness_checks, determinism_checks, bad_input_checks}) {
     for (Check& c : make(o)) all.push_back(std::move(c));
   }

@@ -1,6 +1,10 @@
-// The in-tree backends, in the order `gemma4-conform backends` prints them.
+// The in-tree backends, in the order `gemma4-conform backends` prints them: the reference, the
+// fused CUDA backend where it was built (a CUDA LibTorch and nvcc), then the faulty ones.
 #include "impl/backend.h"
 #include "impl/faulty/faulty_backends.h"
+#ifdef GEMMA4_CUDA_BACKEND
+#include "impl/cuda/cuda_backend.h"
+#endif
 
 namespace gemma4::impl {
 
@@ -19,6 +23,9 @@ Backend reference_backend() {
 const std::vector<Backend>& builtin_backends() {
   static const std::vector<Backend> backends = [] {
     std::vector<Backend> all{reference_backend()};
+#ifdef GEMMA4_CUDA_BACKEND
+    all.push_back(cuda_backend());
+#endif
     for (Backend& b : faulty_backends()) all.push_back(std::move(b));
     return all;
   }();

@@ -214,7 +214,9 @@ void launch(Kernel kernel, int bytes, dim3 grid, int threads, const AttentionBac
 
 const char* launch_attention_backward(AttentionDtype dtype, const AttentionBackwardArgs& args, cudaStream_t stream) {
   const AttentionShape& s = args.shape;
-  const bool built = dispatch(dtype, s.head_dim, [&]<typename T, int D>() {
+  const bool built = dispatch(dtype, s.head_dim, [&](auto type_tag, auto dim_tag) {
+    using T = decltype(type_tag);
+    constexpr int D = decltype(dim_tag)::value;
     using KV = BackwardConfig<D, true>;
     constexpr int kv_stages = KV::template stages<T>(), kv_bytes = KV::template bytes<T>(kv_stages);
     static_assert(kv_bytes <= kMaxSharedBytes, "dkdv tiles exceed shared memory");

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "impl/cuda/attention_kernels.h"
 #include "impl/cuda/attention_tile.cuh"
@@ -49,15 +50,15 @@ constexpr int tile_bytes(int rows) {
   return rows * (D + tile::kPad) * static_cast<int>(sizeof(T));
 }
 
-// Calls f.template operator()<T, D>() for the dtype and kernel head dim; false if D is not built.
+// Calls f(T{}, std::integral_constant<int, D>{}) for the dtype and kernel head dim; false if D is
+// not built.
 template <typename F>
 bool dispatch(AttentionDtype dtype, int head_dim, F&& f) {
   auto with_dim = [&](auto type_tag) {
-    using T = decltype(type_tag);
     switch (head_dim) {
-      case 64: f.template operator()<T, 64>(); return true;
-      case 256: f.template operator()<T, 256>(); return true;
-      case 512: f.template operator()<T, 512>(); return true;
+      case 64: f(type_tag, std::integral_constant<int, 64>{}); return true;
+      case 256: f(type_tag, std::integral_constant<int, 256>{}); return true;
+      case 512: f(type_tag, std::integral_constant<int, 512>{}); return true;
       default: return false;
     }
   };

@@ -139,7 +139,9 @@ bool attention_head_dim_supported(int head_dim) { return head_dim == 64 || head_
 
 const char* launch_attention_forward(AttentionDtype dtype, const AttentionForwardArgs& args, cudaStream_t stream) {
   const AttentionShape& s = args.shape;
-  const bool built = dispatch(dtype, s.head_dim, [&]<typename T, int D>() {
+  const bool built = dispatch(dtype, s.head_dim, [&](auto type_tag, auto dim_tag) {
+    using T = decltype(type_tag);
+    constexpr int D = decltype(dim_tag)::value;
     using C = ForwardConfig<D>;
     constexpr int stages = C::template stages<T>();
     constexpr int bytes = C::template bytes<T>(stages);

@@ -52,8 +52,10 @@ AttentionShape shape_of(const torch::Tensor& q, const torch::Tensor& k, int left
   return s;
 }
 
+// No padding is an empty tensor rather than an undefined one: autograd functions need every tensor
+// argument to be defined.
 const int32_t* valid_ptr(const torch::Tensor& key_valid) {
-  return key_valid.defined() ? key_valid.data_ptr<int32_t>() : nullptr;
+  return key_valid.numel() > 0 ? key_valid.data_ptr<int32_t>() : nullptr;
 }
 
 // q [B, S, Hq, D], k and v [B, Hkv, S, D], contiguous, D a kernel head dim -> o [B, S, Hq, D].
@@ -153,7 +155,7 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
                   k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
               "cuda attention: q, k, v must all be bf16 or all fp16; got ", q.scalar_type(), ", ", k.scalar_type(), ", ",
               v.scalar_type());
-  torch::Tensor key_valid;
+  torch::Tensor key_valid = at::empty({0}, q.options().dtype(torch::kInt32));
   if (spec.padding.defined()) {
     TORCH_CHECK(spec.padding.dim() == 2 && spec.padding.size(0) == B && spec.padding.size(1) == S,
                 "cuda attention: padding must be [B, S] = [", B, ", ", S, "]; got ", spec.padding.sizes());
@@ -167,7 +169,7 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
   torch::Tensor o = AttentionFunction::apply(to_kernel(q), to_kernel(k), to_kernel(v), key_valid, band.left, band.right);
   if (kernel_dim != D) o = o.slice(-1, 0, D);
   o = o.reshape({B, S, Hq * D});
-  return key_valid.defined() ? with_fully_masked_rows(o, q, k, v, key_valid, band) : o;
+  return spec.padding.defined() ? with_fully_masked_rows(o, q, k, v, key_valid, band) : o;
 }
 
 }  // namespace gemma4::impl::cuda

@@ -1,7 +1,11 @@
 #include "impl/cuda/cuda_backend.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "impl/cuda/attention_op.h"
 #include "impl/cuda/elementwise_ops.h"
+#include "reference/error.h"
 
 namespace gemma4::impl {
 
@@ -18,9 +22,21 @@ Backend cuda_backend() {
   b.capabilities.head_dims = {8, 16, 32, 64, 128, 256, 512};
   b.capabilities.deterministic = true;  // no atomics: every output element is written by one warp
   b.ops = reference_layer_ops();
-  b.ops.attention = cuda::fused_attention;
-  b.ops.qk_norm_rope = cuda::fused_qk_norm_rope;
-  b.ops.geglu = cuda::fused_geglu;
+  // GEMMA4_CUDA_OPS=attention,qk_norm_rope,geglu (the default: all three) picks which fused ops
+  // replace the reference's, to bisect a failure down to one kernel.
+  const char* env = std::getenv("GEMMA4_CUDA_OPS");
+  const std::string chosen = "," + std::string(env ? env : "attention,qk_norm_rope,geglu") + ",";
+  auto use = [&](const std::string& op) { return chosen.find("," + op + ",") != std::string::npos; };
+  for (std::string rest = chosen; !rest.empty();) {
+    const std::string op = rest.substr(0, rest.find(','));
+    rest.erase(0, op.size() + 1);
+    if (!op.empty() && op != "attention" && op != "qk_norm_rope" && op != "geglu") {
+      throw Error("GEMMA4_CUDA_OPS: unknown op '" + op + "' (known: attention, qk_norm_rope, geglu)");
+    }
+  }
+  if (use("attention")) b.ops.attention = cuda::fused_attention;
+  if (use("qk_norm_rope")) b.ops.qk_norm_rope = cuda::fused_qk_norm_rope;
+  if (use("geglu")) b.ops.geglu = cuda::fused_geglu;
   return b;
 }
 

@@ -78,17 +78,19 @@ std::vector<Backend> faulty_op_backends() {
   out.push_back(std::move(no_weight_grad));
 
   // A kernel that accumulates with atomics (FlashAttention's backward does, for dq) while the
-  // backend claims determinism: the order of the additions, and with it the last bit, changes from
-  // run to run. Simulated by moving every other call's output by about one fp32 rounding step.
+  // backend claims determinism: the order of the additions, and with it the last bits, change from
+  // run to run. Simulated by moving every other call's output by 2^-20 of itself (a few fp32
+  // rounding steps; bf16 and f16 round it away) and, through the same term, the gradient it passes
+  // back, so that dQ, dK and dV of that call move too.
   Backend atomics = faulty_backend(
       "faulty-nondeterministic-attention",
       "attention accumulates in a run-dependent order (atomics) but the backend claims determinism: identical runs "
-      "differ in the last bits");
+      "differ in the last bits of the output and of dQ, dK, dV");
   atomics.ops.attention = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const AttentionSpec& spec) {
     static std::atomic<int64_t> calls{0};
     const torch::Tensor out = reference_layer_ops().attention(q, k, v, spec);
-    return calls++ % 2 == 0 ? out : out + out.detach() * std::ldexp(1.0, -20);
+    return calls++ % 2 == 0 ? out : out + out * std::ldexp(1.0, -20);
   };
   out.push_back(std::move(atomics));
 

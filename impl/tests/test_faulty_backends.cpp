@@ -143,6 +143,30 @@ TEST(FaultyBackends, NormNoWeightGrad) {
   EXPECT_GT(model.weights().layers[0].mlp.up_proj.grad().abs().max().item<double>(), 0.0);
 }
 
+// The attention op itself is run-dependent: two identical calls differ in the last bits of the
+// output and of dQ, dK and dV (fp32), where the reference's are bitwise equal.
+TEST(FaultyBackends, NondeterministicAttentionOp) {
+  const Tensor q = torch::rand({2, 9, 4, 8}), k = torch::rand({2, 2, 9, 8}), v = torch::rand({2, 2, 9, 8});
+  const Tensor upstream = torch::rand({2, 9, 32});
+  const AttentionSpec spec{LayerType::kSliding, 4, false, Tensor()};
+  auto run = [&](const Backend& b) {
+    const Tensor lq = q.clone().requires_grad_(), lk = k.clone().requires_grad_(), lv = v.clone().requires_grad_();
+    const Tensor out = b.ops.attention(lq, lk, lv, spec);
+    out.backward(upstream);
+    return std::vector<Tensor>{out.detach(), lq.grad(), lk.grad(), lv.grad()};
+  };
+  const char* names[] = {"out", "dq", "dk", "dv"};
+  for (const char* name : {"reference", "faulty-nondeterministic-attention"}) {
+    SCOPED_TRACE(name);
+    const std::vector<Tensor> first = run(backend(name)), second = run(backend(name));
+    for (size_t i = 0; i < first.size(); ++i) {
+      EXPECT_EQ(torch::equal(first[i], second[i]), std::string(name) == "reference") << names[i];
+      // Only the last bits: within 1e-5 of the tensor's scale.
+      EXPECT_LE(test::max_abs_diff(first[i], second[i]), 1e-5 * first[i].abs().max().item<double>()) << names[i];
+    }
+  }
+}
+
 // --- Hand-off bugs.
 
 // Over 5 checkpointed training steps the K/V the storing layers hand over stay alive with the

@@ -23,8 +23,8 @@ int conform_command(const std::vector<std::string>& argv) {
   };
   Args args;
   if (!args.parse("conform",
-                  "Run the conformance suite against a backend: golden, finite_grads, multithreaded_recompute,\n"
-                  "key_conventions, memory_flatness, determinism and bad_input checks. Prints check, case, metric,\n"
+                  "Run the conformance suite against a backend: golden, op_sweep, finite_grads,\n"
+                  "multithreaded_recompute, key_conventions, memory_flatness, determinism and bad_input checks. Prints check, case, metric,\n"
                   "bound and verdict for every result, then a summary. Exit 0 only when nothing failed.",
                   options, argv)) {
     return 0;

@@ -18,8 +18,8 @@ using test::CliResult;
 using test::expect_one_line_error;
 using test::run_cli;
 
-const std::vector<std::string> kCategories = {"golden", "finite_grads", "multithreaded_recompute", "key_conventions",
-                                              "memory_flatness", "determinism", "bad_input"};
+const std::vector<std::string> kCategories = {"golden",          "op_sweep",        "finite_grads", "multithreaded_recompute",
+                                              "key_conventions", "memory_flatness", "determinism",  "bad_input"};
 
 struct ConformRun {
   CliResult cli;
@@ -83,19 +83,28 @@ TEST(ConformCli, WritesJunitXml) {
 
 struct FaultyCase {
   const char* backend;
-  const char* category;  // where its bug must show
+  const char* category;     // where its bug must show
+  const char* checks = "";  // the checks of the category that must fail ("attention_op/"); "": any
 };
 
 class FaultyBackend : public ::testing::TestWithParam<FaultyCase> {};
 
 TEST_P(FaultyBackend, FailsInItsCategory) {
   const FaultyCase& c = GetParam();
-  // The suite restricted to the bug's category (the full runs are in the issue notes).
-  const ConformRun run = conform(std::string("--backend ") + c.backend + " --filter '^" + c.category + "/'");
+  // The suite restricted to the bug's category, or to the checks named (the full runs are in the
+  // issue notes).
+  const ConformRun run =
+      conform(std::string("--backend ") + c.backend + " --filter '^" + c.category + "/" + c.checks + "'");
   EXPECT_EQ(run.cli.exit_code, 1) << run.cli.out;
   const auto counts = by_category(run.report);
   ASSERT_TRUE(counts.count(c.category)) << run.cli.out;
   EXPECT_GT(counts.at(c.category).count("fail") ? counts.at(c.category).at("fail") : 0, 0) << run.cli.out;
+}
+
+std::string faulty_case_name(const ::testing::TestParamInfo<FaultyCase>& info) {
+  std::string name = info.param.backend;
+  for (char& ch : name) ch = ch == '-' ? '_' : ch;
+  return name;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -109,18 +118,42 @@ INSTANTIATE_TEST_SUITE_P(
                       FaultyCase{"faulty-kv-key-mismatch", "key_conventions"},
                       FaultyCase{"faulty-norm-no-weight-grad", "finite_grads"},
                       FaultyCase{"faulty-nondeterministic-attention", "determinism"}),
-    [](const ::testing::TestParamInfo<FaultyCase>& info) {
-      std::string name = info.param.backend;
-      for (char& ch : name) ch = ch == '-' ? '_' : ch;
-      return name;
-    });
+    faulty_case_name);
+
+// The op-level checks have their own negative controls: the window bugs fail op_sweep (the attention
+// op alone against the reference's), the run-dependent attention fails the attention op's own
+// determinism check (forward, dK, dV and dQ over 100 repeats), not only the model-level one.
+INSTANTIATE_TEST_SUITE_P(
+    OpLevel, FaultyBackend,
+    ::testing::Values(FaultyCase{"faulty-no-window", "op_sweep", "attention/"},
+                      FaultyCase{"faulty-window-off-by-one", "op_sweep", "attention/"},
+                      FaultyCase{"faulty-nondeterministic-attention", "determinism", "attention_op/"}),
+    faulty_case_name);
+
+// The window bugs show exactly where the window cuts: every result of a sliding case with w < S
+// fails, and the cases with w == S or w > S (plain causal attention) pass.
+TEST(ConformCli, WindowBugsFailOpSweepWhereTheWindowCuts) {
+  for (const char* backend : {"faulty-no-window", "faulty-window-off-by-one"}) {
+    SCOPED_TRACE(backend);
+    const ConformRun run = conform(std::string("--backend ") + backend + " --filter '^op_sweep/attention/sliding-'");
+    EXPECT_EQ(run.cli.exit_code, 1) << run.cli.out;
+    int cut = 0, uncut = 0;
+    for (const auto& r : run.report.at("results")) {
+      const bool window_cuts = r.at("test").get<std::string>().find("-lt-") != std::string::npos;
+      ++(window_cuts ? cut : uncut);
+      EXPECT_EQ(r.at("status"), window_cuts ? "fail" : "pass") << r.dump();
+    }
+    EXPECT_GT(cut, 0);
+    EXPECT_GT(uncut, 0);
+  }
+}
 
 TEST(ConformCli, EveryFaultyBackendIsTested) {
   const CliResult r = run_cli("backends");
   ASSERT_EQ(r.exit_code, 0);
   int faulty = 0;
   for (size_t at = r.out.find("faulty-"); at != std::string::npos; at = r.out.find("\nfaulty-", at + 1)) ++faulty;
-  EXPECT_EQ(faulty, 11) << r.out;  // the FaultyBackend table above has one row each
+  EXPECT_EQ(faulty, 11) << r.out;  // the FaultyBackend Bugs table above has one row each
   EXPECT_EQ(r.out.rfind("reference ", 0), 0u) << r.out;
 }
 

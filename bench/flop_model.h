@@ -1,0 +1,57 @@
+#pragma once
+// The work one benchmark iteration does, from which the TFLOP/s and GB/s counters are computed
+// (measured time / this model; bench/README.md states the same model).
+//
+// Attention (causal; B batch, Hq query heads, D head dim):
+//   pairs(S, w)   = the query-key pairs inside the mask = sum over i < S of min(i + 1, w)
+//                   (w = S for a full causal layer: S (S + 1) / 2)
+//   forward FLOP  = 4 * B * Hq * D * pairs       (q k^T and p v: 2 FLOP per multiply-add each)
+//   backward FLOP = 2.5 * forward                (dV, dP, dS -> dQ, dK: five matmuls to two)
+//   fwdbwd FLOP   = 3.5 * forward
+//   Head dim is the layer's (256 sliding, 512 global in the released models); the softmax and the
+//   masked-out tiles are not counted, so a kernel that computes a dense S x S product and masks
+//   it is not credited for the wasted work.
+//
+// Memory-bound ops (qk_norm_rope, geglu, rms_norm): the bytes an ideal fused kernel moves, at the
+// tensors' element size. With R = the differentiable inputs (raw q, k, v and the norm weights;
+// gate and up; x and the weight), T = the non-differentiable inputs (the RoPE cos and sin tables
+// [S, D]) and W = the outputs (q, k, v; out; y):
+//   forward bytes = R + T + W                    (qk_norm_rope: read q, k, v, cos, sin; write q, k, v)
+//   backward      = W (read upstream grads) + R + T (re-read inputs) + R (write input grads)
+//   fwdbwd bytes  = 3 R + 2 T + 2 W
+//   On K=V global layers v is not an input (v comes from k) but is an output.
+//
+// layer_group (consecutive decoder layers, tokens = B * S):
+//   forward FLOP  = sum over layers of attention forward FLOP + 2 * matmul params * tokens
+//   fwdbwd FLOP   = 3.5 * attention forward FLOP + 3 * (2 * matmul params * tokens)
+//   matmul params = every 2-D weight of the layer (q, k, v, o projections; gate, up, down);
+//   norms, RoPE and element-wise work are not counted.
+//
+// Ceilings: d2d copy bytes = 2 * buffer (read + write); GEMM FLOP = 2 * n^3.
+#include <cstdint>
+
+#include "reference/config.h"
+
+namespace gemma4::bench {
+
+// Per-iteration work; a field left 0 gets no counter.
+struct Work {
+  double flop = 0;
+  double bytes = 0;
+};
+
+// Query-key pairs of a causal mask over `seq_len` tokens; window 0: no window (full causal).
+double causal_pairs(int64_t seq_len, int64_t window);
+
+Work attention_work(int64_t batch, int64_t q_heads, int64_t head_dim, int64_t seq_len, int64_t window, bool backward);
+
+// Bytes of a memory-bound op from R, T and W (in bytes) as defined above.
+Work memory_bound_work(double differentiable_inputs, double tables, double outputs, bool backward);
+
+// Elements of the 2-D weights of layer `layer`.
+int64_t matmul_params(const Config& config, int layer);
+
+// Layers first .. first + count - 1 over batch 1 and `seq_len` tokens.
+Work layer_group_work(const Config& config, int first, int count, int64_t seq_len, bool backward);
+
+}  // namespace gemma4::bench

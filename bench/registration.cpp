@@ -1,0 +1,24 @@
+#include "bench/registration.h"
+
+#include "impl/plugin_loader.h"
+
+namespace gemma4::bench {
+
+Suite make_suite(const std::vector<std::string>& plugin_paths) {
+  Suite suite{geometries(), {}};
+  // faulty-* reproduce bugs for the conformance suite; timing them says nothing.
+  for (const impl::Backend& b : impl::builtin_backends()) {
+    if (b.name.rfind("faulty-", 0) != 0) suite.backends.push_back(b);
+  }
+  for (const std::string& path : plugin_paths) suite.backends.push_back(impl::load_plugin(path));
+  return suite;
+}
+
+void register_benchmark(const std::string& name, std::function<void(benchmark::State&)> run) {
+  benchmark::RegisterBenchmark(name.c_str(), std::move(run))
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond)
+      ->ReportAggregatesOnly(true);
+}
+
+}  // namespace gemma4::bench

@@ -1,0 +1,33 @@
+#pragma once
+// What the suite measures (geometries, backends) and how each benchmark is registered; one
+// registration function per benchmark file.
+#include <benchmark/benchmark.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/geometry.h"
+#include "impl/backend.h"
+
+namespace gemma4::bench {
+
+struct Suite {
+  std::vector<Geometry> geometries;
+  std::vector<impl::Backend> backends;  // every built-in backend except faulty-*, then the plugins
+};
+
+// Loads the geometries, the built-in backends and the plugins at `plugin_paths`
+// (impl::load_plugin; throws gemma4::Error naming a plugin that cannot be loaded).
+Suite make_suite(const std::vector<std::string>& plugin_paths);
+
+// Registers `run` as `name` with manual time (timing.h), milliseconds, and aggregates only (mean,
+// median, stddev, cv of the --benchmark_repetitions repetitions; the median is the figure).
+void register_benchmark(const std::string& name, std::function<void(benchmark::State&)> run);
+
+void register_attention_benchmarks(const Suite& suite);
+void register_elementwise_benchmarks(const Suite& suite);
+void register_layer_benchmarks(const Suite& suite);
+void register_ceilings();
+
+}  // namespace gemma4::bench

@@ -1,0 +1,340 @@
+// Fused RMSNorm + RoPE over (token, head) rows, forward and backward (GEMMA4.md, Forward 3 and 5):
+// the q/k norms with RoPE, the unscaled v norm, and on K=V layers both k and v from one read of
+// the raw key.
+//
+// RoPE pairs element d with d + D/2, so a lane holds whole pairs: chunks of V consecutive d (one
+// vector access) in each half. A row of D <= 512 is shared by a group of lanes (a power of two, up
+// to the whole warp: lanes_per_row), so a warp works on 32 / lanes rows at once and small head dims
+// keep every lane busy. The row stays in registers between its sum of squares (a shuffle reduction
+// within the group) and the output: every input element is read once, every output written once.
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+
+#include "impl/cuda/elementwise_kernels.h"
+
+namespace gemma4::impl::cuda {
+namespace {
+
+using namespace kernels;
+
+constexpr int kWarps = 4;                     // warps per block (measured a little faster than 8)
+constexpr int kPairsPerLane = 8;              // at most, in each half of a row: one 16-byte bf16 vector
+constexpr int64_t kMaxBackwardBlocks = 1024;  // bounds dweight_partial's rows
+
+// A lane's chunks of V pairs, at most.
+template <int V>
+constexpr int kChunks = kPairsPerLane / V;
+
+// The fewest lanes (a power of two, at most 32) that hold the D/2 pairs of a row with at most
+// kPairsPerLane each; 32 lanes hold D = 512.
+__host__ __device__ inline int lanes_per_row(int64_t half) {
+  int lanes = 1;
+  while (lanes < 32 && lanes * kPairsPerLane < half) lanes *= 2;
+  return lanes;
+}
+
+// The sum over the aligned group of `lanes` lanes that shares a row.
+__device__ inline float group_sum(float v, int lanes) {
+  for (int offset = lanes / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__host__ __device__ inline int64_t num_rows(const RowShape& s) { return s.batch * s.seq * s.heads; }
+
+// Blocks that give each warp one set of rows.
+int64_t row_blocks(const RowShape& shape) {
+  const int64_t rows_per_block = kWarps * (32 / lanes_per_row(shape.head_dim / 2));
+  return (num_rows(shape) + rows_per_block - 1) / rows_per_block;
+}
+
+// The backward strides over the rows with at most kMaxBackwardBlocks blocks, a number that depends
+// on the shape alone, so that its per-block weight-gradient sums (and their order) do too.
+int64_t backward_blocks(const RowShape& shape) { return std::min(row_blocks(shape), kMaxBackwardBlocks); }
+
+// A lane's place: its warp takes 32 / lanes rows at a time, from `first` in steps of `stride`;
+// the lane works on row first + slot, chunks c = sub, sub + lanes, ...
+struct LanePlace {
+  int lanes, slot, sub;
+  int64_t first, stride;
+
+  __device__ explicit LanePlace(int64_t half) : lanes(lanes_per_row(half)) {
+    const int lane = threadIdx.x % 32, rows_per_warp = 32 / lanes;
+    slot = lane / lanes;
+    sub = lane % lanes;
+    first = (int64_t{blockIdx.x} * kWarps + threadIdx.x / 32) * rows_per_warp;
+    stride = int64_t{gridDim.x} * kWarps * rows_per_warp;
+  }
+};
+
+// Element offsets of row (b, s, h): in x [B, S, H, D], in the output layout, and of position s
+// in the [S, D] RoPE table.
+struct RowOffsets {
+  int64_t in, out, rope;
+};
+
+// The index math is 32-bit (the caller keeps the rows below 2^32): 64-bit division is slow on
+// the GPU and would cost as much as the row's arithmetic.
+__device__ inline RowOffsets row_offsets(int64_t row, const RowShape& shape, bool transposed) {
+  const uint32_t r = static_cast<uint32_t>(row), H = static_cast<uint32_t>(shape.heads),
+                 S = static_cast<uint32_t>(shape.seq);
+  const uint32_t h = r % H, bs = r / H, s = bs % S, b = bs / S;
+  const int64_t out_row = transposed ? (int64_t{b} * H + h) * S + s : row;
+  return {row * shape.head_dim, out_row * shape.head_dim, int64_t{s} * shape.head_dim};
+}
+
+template <int V>
+__device__ inline void load_weight(const float* weight, int64_t d, float (&out)[V]) {
+  if (weight) {
+    load<float, V>(weight + d, out);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = 1.f;
+  }
+}
+
+// A lane's share of a row: chunks c = sub, sub + lanes, ... of V pairs, lo[i][j] for element
+// d = c * V + j and hi[i][j] for d + D/2.
+template <int V>
+using Pairs = float[kChunks<V>][V];
+
+template <typename T, int V>
+__global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape shape, NormRopeForwardArgs a) {
+  constexpr int C = kChunks<V>;
+  const T* x = static_cast<const T*>(a.x);
+  const T* cos = static_cast<const T*>(a.cos);
+  const T* sin = static_cast<const T*>(a.sin);
+  T* y = static_cast<T*>(a.y);
+  T* y_unscaled = static_cast<T*>(a.y_unscaled);
+  const int64_t D = shape.head_dim, half = D / 2, rows = num_rows(shape);
+  const int chunks = static_cast<int>(half / V);
+  const LanePlace lane(half);
+
+  // The loop is uniform over the warp, as the shuffles need; `valid` guards the memory accesses.
+  for (int64_t first = lane.first; first < rows; first += lane.stride) {
+    const int64_t row = first + lane.slot;
+    const bool valid = row < rows;
+    const RowOffsets at = row_offsets(row, shape, a.transposed);
+    Pairs<V> lo, hi;
+    float sum_sq = 0.f;
+#pragma unroll
+    for (int i = 0; i < C; ++i) {
+      const int c = lane.sub + lane.lanes * i;
+      if (!valid || c >= chunks) continue;
+      load<T, V>(x + at.in + c * V, lo[i]);
+      load<T, V>(x + at.in + half + c * V, hi[i]);
+#pragma unroll
+      for (int j = 0; j < V; ++j) sum_sq += lo[i][j] * lo[i][j] + hi[i][j] * hi[i][j];
+    }
+    const float rstd = rsqrtf(group_sum(sum_sq, lane.lanes) / static_cast<float>(D) + a.eps);
+
+#pragma unroll
+    for (int i = 0; i < C; ++i) {
+      const int c = lane.sub + lane.lanes * i;
+      if (!valid || c >= chunks) continue;
+      const int64_t d = c * V;
+      float w_lo[V], w_hi[V];
+      load_weight<V>(a.weight, d, w_lo);
+      load_weight<V>(a.weight, half + d, w_hi);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        lo[i][j] *= rstd;
+        hi[i][j] *= rstd;
+      }
+      if (y_unscaled) {
+        store<T, V>(y_unscaled + at.out + d, lo[i]);
+        store<T, V>(y_unscaled + at.out + half + d, hi[i]);
+      }
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        lo[i][j] *= w_lo[j];
+        hi[i][j] *= w_hi[j];
+      }
+      if (cos) {
+        // n*cos + rotate_half(n)*sin with rotate_half(n) = cat(-n[D/2:], n[:D/2]).
+        float c_lo[V], c_hi[V], s_lo[V], s_hi[V];
+        load<T, V>(cos + at.rope + d, c_lo);
+        load<T, V>(cos + at.rope + half + d, c_hi);
+        load<T, V>(sin + at.rope + d, s_lo);
+        load<T, V>(sin + at.rope + half + d, s_hi);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float l = lo[i][j], h = hi[i][j];
+          lo[i][j] = l * c_lo[j] - h * s_lo[j];
+          hi[i][j] = h * c_hi[j] + l * s_hi[j];
+        }
+      }
+      store<T, V>(y + at.out + d, lo[i]);
+      store<T, V>(y + at.out + half + d, hi[i]);
+    }
+  }
+}
+
+// With xhat = x * rstd, n = xhat * w and y = rope(n):
+//   dn = rope^T(dy)                                 (the rotation transposed)
+//   g = dn * w (+ dy_unscaled on K=V)               (the gradient w.r.t. xhat)
+//   dx = rstd * (g - xhat * mean(g * xhat))
+//   dw = sum over rows of dn * xhat
+template <typename T, int V>
+__global__ void __launch_bounds__(kWarps * 32) norm_rope_backward_kernel(RowShape shape, NormRopeBackwardArgs a) {
+  constexpr int C = kChunks<V>;
+  const T* x = static_cast<const T*>(a.x);
+  const T* cos = static_cast<const T*>(a.cos);
+  const T* sin = static_cast<const T*>(a.sin);
+  const T* dy = static_cast<const T*>(a.dy);
+  const T* dy_unscaled = static_cast<const T*>(a.dy_unscaled);
+  T* dx = static_cast<T*>(a.dx);
+  const int64_t D = shape.head_dim, half = D / 2, rows = num_rows(shape);
+  const int chunks = static_cast<int>(half / V);
+  const LanePlace lane(half);
+
+  Pairs<V> dw_lo = {}, dw_hi = {};  // this lane's share of dw over its rows
+  for (int64_t first = lane.first; first < rows; first += lane.stride) {
+    const int64_t row = first + lane.slot;
+    const bool valid = row < rows;
+    const RowOffsets at = row_offsets(row, shape, a.transposed);
+    // Everything that does not depend on rstd comes before the reduction: all loads overlap.
+    Pairs<V> lo, hi, g_lo, g_hi, u_lo = {}, u_hi = {};  // x; dn, then g; dy_unscaled
+    float sum_sq = 0.f;
+#pragma unroll
+    for (int i = 0; i < C; ++i) {
+      const int c = lane.sub + lane.lanes * i;
+      if (!valid || c >= chunks) continue;
+      const int64_t d = c * V;
+      load<T, V>(x + at.in + d, lo[i]);
+      load<T, V>(x + at.in + half + d, hi[i]);
+      load<T, V>(dy + at.out + d, g_lo[i]);
+      load<T, V>(dy + at.out + half + d, g_hi[i]);
+      if (dy_unscaled) {
+        load<T, V>(dy_unscaled + at.out + d, u_lo[i]);
+        load<T, V>(dy_unscaled + at.out + half + d, u_hi[i]);
+      }
+      if (cos) {
+        float c_lo[V], c_hi[V], s_lo[V], s_hi[V];
+        load<T, V>(cos + at.rope + d, c_lo);
+        load<T, V>(cos + at.rope + half + d, c_hi);
+        load<T, V>(sin + at.rope + d, s_lo);
+        load<T, V>(sin + at.rope + half + d, s_hi);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float l = g_lo[i][j], h = g_hi[i][j];
+          g_lo[i][j] = l * c_lo[j] + h * s_hi[j];
+          g_hi[i][j] = h * c_hi[j] - l * s_lo[j];
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < V; ++j) sum_sq += lo[i][j] * lo[i][j] + hi[i][j] * hi[i][j];
+    }
+    const float rstd = rsqrtf(group_sum(sum_sq, lane.lanes) / static_cast<float>(D) + a.eps);
+
+    float dot = 0.f;  // sum of g * xhat over the lane's share of the row
+#pragma unroll
+    for (int i = 0; i < C; ++i) {
+      const int c = lane.sub + lane.lanes * i;
+      if (!valid || c >= chunks) continue;
+      float w_lo[V], w_hi[V];
+      load_weight<V>(a.weight, c * V, w_lo);
+      load_weight<V>(a.weight, half + c * V, w_hi);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        lo[i][j] *= rstd;
+        hi[i][j] *= rstd;
+        dw_lo[i][j] += g_lo[i][j] * lo[i][j];
+        dw_hi[i][j] += g_hi[i][j] * hi[i][j];
+        g_lo[i][j] = g_lo[i][j] * w_lo[j] + u_lo[i][j];
+        g_hi[i][j] = g_hi[i][j] * w_hi[j] + u_hi[i][j];
+        dot += g_lo[i][j] * lo[i][j] + g_hi[i][j] * hi[i][j];
+      }
+    }
+    const float mean_dot = group_sum(dot, lane.lanes) / static_cast<float>(D);
+
+#pragma unroll
+    for (int i = 0; i < C; ++i) {
+      const int c = lane.sub + lane.lanes * i;
+      if (!valid || c >= chunks) continue;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        g_lo[i][j] = rstd * (g_lo[i][j] - lo[i][j] * mean_dot);
+        g_hi[i][j] = rstd * (g_hi[i][j] - hi[i][j] * mean_dot);
+      }
+      store<T, V>(dx + at.in + c * V, g_lo[i]);
+      store<T, V>(dx + at.in + half + c * V, g_hi[i]);
+    }
+  }
+
+  if (!a.dweight_partial) return;
+  // dw summed in a fixed order: over the warp's row slots (shuffles), then over the block's warps
+  // (shared memory) into this block's row of dweight_partial.
+  extern __shared__ float block_dw[];  // [kWarps, D]
+  const int warp = threadIdx.x / 32;
+#pragma unroll
+  for (int i = 0; i < C; ++i) {
+    const int c = lane.sub + lane.lanes * i;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      for (int offset = lane.lanes; offset < 32; offset <<= 1) {
+        dw_lo[i][j] += __shfl_xor_sync(0xffffffffu, dw_lo[i][j], offset);
+        dw_hi[i][j] += __shfl_xor_sync(0xffffffffu, dw_hi[i][j], offset);
+      }
+      if (lane.slot == 0 && c < chunks) {
+        block_dw[warp * D + c * V + j] = dw_lo[i][j];
+        block_dw[warp * D + half + c * V + j] = dw_hi[i][j];
+      }
+    }
+  }
+  __syncthreads();
+  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+    float sum = 0.f;
+    for (int w = 0; w < kWarps; ++w) sum += block_dw[w * D + d];
+    a.dweight_partial[blockIdx.x * D + d] = sum;
+  }
+}
+
+// The widest vector (in elements, at most 16 bytes) that divides D/2 and to which every pointer
+// is aligned; the weight is fp32, the other pointers T.
+template <typename T>
+int vector_width(int64_t half, const float* weight, std::initializer_list<const void*> pointers) {
+  for (int width = 16 / static_cast<int>(sizeof(T)); width > 1; width /= 2) {
+    bool ok = half % width == 0 && aligned(weight, width * sizeof(float));
+    for (const void* p : pointers) ok = ok && aligned(p, width * sizeof(T));
+    if (ok) return width;
+  }
+  return 1;
+}
+
+}  // namespace
+
+int64_t norm_rope_backward_blocks(const RowShape& shape) { return backward_blocks(shape); }
+
+cudaError_t norm_rope_forward(DType dtype, const RowShape& shape, const NormRopeForwardArgs& args,
+                              cudaStream_t stream) {
+  const int64_t blocks = row_blocks(shape);
+  if (blocks == 0) return cudaSuccess;
+  with_dtype(dtype, [&](auto type) {
+    using T = decltype(type);
+    const int width =
+        vector_width<T>(shape.head_dim / 2, args.weight, {args.x, args.cos, args.sin, args.y, args.y_unscaled});
+    with_width<T>(width, [&](auto v) {
+      norm_rope_forward_kernel<T, decltype(v)::value><<<blocks, kWarps * 32, 0, stream>>>(shape, args);
+    });
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t norm_rope_backward(DType dtype, const RowShape& shape, const NormRopeBackwardArgs& args,
+                               cudaStream_t stream) {
+  const int64_t blocks = backward_blocks(shape);
+  if (blocks == 0) return cudaSuccess;
+  const size_t shared = args.dweight_partial ? kWarps * shape.head_dim * sizeof(float) : 0;
+  with_dtype(dtype, [&](auto type) {
+    using T = decltype(type);
+    const int width = vector_width<T>(shape.head_dim / 2, args.weight,
+                                      {args.x, args.cos, args.sin, args.dy, args.dy_unscaled, args.dx});
+    with_width<T>(width, [&](auto v) {
+      norm_rope_backward_kernel<T, decltype(v)::value><<<blocks, kWarps * 32, shared, stream>>>(shape, args);
+    });
+  });
+  return cudaGetLastError();
+}
+
+}  // namespace gemma4::impl::cuda
