@@ -1,8 +1,7 @@
 // golden: the backend's ops and KV hand-off against the committed goldens (golden/), forward and
 // backward: each file recomputed through the backend (golden::recompute: op goldens through
 // run_op, model goldens, the reference's and transformers', through the whole decoder) and judged
-// by the tolerance policy (golden/tolerance.h). In bf16/f16 on another device than the file's, the
-// same-dtype baseline is the reference recomputed on that device (golden::judge).
+// by the tolerance policy (golden/tolerance.h).
 #include "conformance/check.h"
 #include "conformance/compare.h"
 #include "conformance/tiny_models.h"
@@ -47,14 +46,7 @@ void check_golden(const std::string& path, const SuiteOptions& o, Reporter& repo
   const golden::GoldenCase g = golden::read_golden(path);
   const std::string why = unsupported_by(g, o);
   if (!why.empty()) return reporter.not_supported(why);
-  const golden::TensorMap candidate = golden::recompute(g, o.device, backend_ops(o));
-  // The FlashAttention rule compares with the error of an eager implementation on the same
-  // hardware: off the device the file was made on, that is the reference recomputed here.
-  if (o.dtype != torch::kFloat32 && g.provenance.device != c10::DeviceTypeName(o.device.type(), /*lower_case=*/true)) {
-    const golden::TensorMap baseline = golden::recompute(g, o.device);
-    return report(golden::judge(g, candidate, &baseline), reporter);
-  }
-  report(golden::judge(g, candidate), reporter);
+  report(golden::judge(g, golden::recompute(g, o.device, backend_ops(o))), reporter);
 }
 
 }  // namespace

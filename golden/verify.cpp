@@ -13,7 +13,7 @@ int VerifyReport::failures() const {
   return n;
 }
 
-VerifyReport judge(const GoldenCase& g, const TensorMap& candidate, const TensorMap* baseline) {
+VerifyReport judge(const GoldenCase& g, const TensorMap& candidate) {
   const torch::ScalarType dtype = dtype_from_name(g.dtype);
   VerifyReport report;
   for (const auto& [name, expected] : g.expected) {
@@ -25,10 +25,8 @@ VerifyReport judge(const GoldenCase& g, const TensorMap& candidate, const Tensor
       check.problem = "shape " + shape_string(it->second.sizes()) + ", expected " + shape_string(expected.sizes());
     } else if (dtype == torch::kFloat32) {
       check.verdict = check_fp32(it->second, expected, role_of(name));
-    } else if (baseline == nullptr) {
-      check.verdict = check_reduced_precision(it->second, expected, g.truth.at(name), dtype, role_of(name));
     } else {
-      check.verdict = check_reduced_precision(it->second, baseline->at(name), g.truth.at(name), dtype, role_of(name));
+      check.verdict = check_reduced_precision(it->second, expected, g.truth.at(name), dtype, role_of(name));
     }
     report.checks.push_back(std::move(check));
   }

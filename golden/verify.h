@@ -26,10 +26,8 @@ struct VerifyReport {
 VerifyReport verify_golden(const GoldenCase& golden, const torch::Device& device);
 
 // Judges `candidate` (dataset name -> tensor, as recompute returns) against the golden: fp32 files
-// by check_fp32 against expected/, bf16/f16 files by the FlashAttention rule with truth/ as the
-// truth and expected/ as the same-dtype baseline, or `baseline` when given: the reference recomputed
-// in the same dtype on the candidate's device, when that is not the device the file was made on
-// (the rule compares with the error of an eager implementation on the same hardware).
-VerifyReport judge(const GoldenCase& golden, const TensorMap& candidate, const TensorMap* baseline = nullptr);
+// by check_fp32 against expected/, bf16/f16 files by the FlashAttention rule with expected/ as the
+// same-dtype baseline and truth/ as the truth.
+VerifyReport judge(const GoldenCase& golden, const TensorMap& candidate);
 
 }  // namespace gemma4::golden
