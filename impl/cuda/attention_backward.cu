@@ -46,6 +46,18 @@ struct Tiles {
     d = c + STAGES * C::BC * PITCH;
     scratch = reinterpret_cast<float*>(d + STAGES * C::BC * PITCH);
   }
+
+  // The two score blocks of this warp's 16 rows against the streamed tiles of `stage`:
+  // s = a . c^T and dp = b . d^T (S and dP, or S^T and dP^T), summed over the D splits.
+  __device__ void scores(float (&s)[C::NT][4], float (&dp)[C::NT][4], int stage, int rg, int split, int lane) const {
+    constexpr int NT = C::NT, DS = C::DS;
+    const int row = rg * 16 * PITCH + split * DS, column = stage * C::BC * PITCH + split * DS;
+    float* rows_scratch = scratch + rg * C::NS * NT * 128;
+    warp_scores<NT, DS, PITCH>(s, a + row, c + column, lane);
+    reduce_splits<NT, C::NS>(s, rows_scratch, split, lane, 1 + rg);
+    warp_scores<NT, DS, PITCH>(dp, b + row, d + column, lane);
+    reduce_splits<NT, C::NS>(dp, rows_scratch, split, lane, 1 + rg);
+  }
 };
 
 template <typename T, int D, int STAGES>
@@ -65,13 +77,15 @@ __global__ void __launch_bounds__(BackwardConfig<D, false>::THREADS, 1) attentio
   const int32_t* valid = a.key_valid ? a.key_valid + int64_t(b) * s.seq : nullptr;
 
   const TileRange tiles = band_tiles(s, q0, BR, BC, /*rows_are_queries=*/true);
-  auto load_kv = [&](int t, int stage) {
-    load_tile<BC, D, C::THREADS>(sm.c + stage * BC * PITCH, k + int64_t(t) * BC * D, D, s.seq - t * BC);
-    load_tile<BC, D, C::THREADS>(sm.d + stage * BC * PITCH, v + int64_t(t) * BC * D, D, s.seq - t * BC);
+  const int steps = tiles.last - tiles.first + 1;
+  auto load_kv = [&](int i, int stage) {  // step i: key tile tiles.first + i
+    const int k0 = (tiles.first + i) * BC;
+    load_tile<BC, D, C::THREADS>(sm.c + stage * BC * PITCH, k + int64_t(k0) * D, D, s.seq - k0);
+    load_tile<BC, D, C::THREADS>(sm.d + stage * BC * PITCH, v + int64_t(k0) * D, D, s.seq - k0);
   };
   load_tile<BR, D, C::THREADS>(sm.a, static_cast<const T*>(a.q) + q_offset + q0 * q_stride, q_stride, s.seq - q0);
   load_tile<BR, D, C::THREADS>(sm.b, static_cast<const T*>(a.dout) + q_offset + q0 * q_stride, q_stride, s.seq - q0);
-  load_kv(tiles.first, 0);
+  load_kv(0, 0);
   cp_async_commit();
 
   const int row0 = q0 + rg * 16 + lane / 4;
@@ -84,25 +98,12 @@ __global__ void __launch_bounds__(BackwardConfig<D, false>::THREADS, 1) attentio
   }
   float dq[DS / 8][4] = {};
 
-  for (int t = tiles.first; t <= tiles.last; ++t) {
-    const int stage = STAGES == 2 ? (t - tiles.first) % 2 : 0;
-    if (STAGES == 2 && t < tiles.last) {
-      load_kv(t + 1, stage ^ 1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
-
+  for (int i = 0; i < steps; ++i) {
+    const int stage = begin_step<STAGES>(i, steps, load_kv);
     float p[NT][4], dp[NT][4];
-    float* scratch = sm.scratch + rg * C::NS * NT * 128;
-    warp_scores<NT, DS, PITCH>(p, sm.a + rg * 16 * PITCH + split * DS, sm.c + stage * BC * PITCH + split * DS, lane);
-    reduce_splits<NT, C::NS>(p, scratch, split, lane, 1 + rg);
-    warp_scores<NT, DS, PITCH>(dp, sm.b + rg * 16 * PITCH + split * DS, sm.d + stage * BC * PITCH + split * DS, lane);
-    reduce_splits<NT, C::NS>(dp, scratch, split, lane, 1 + rg);
+    sm.scores(p, dp, stage, rg, split, lane);
 
-    const int k0 = t * BC;
+    const int k0 = (tiles.first + i) * BC;
     const bool unmasked = tile_unmasked(s, valid, q0, BR, k0, BC, true);
 #pragma unroll
     for (int n = 0; n < NT; ++n)
@@ -114,11 +115,7 @@ __global__ void __launch_bounds__(BackwardConfig<D, false>::THREADS, 1) attentio
         p[n][e] = prob * (dp[n][e] - delta[r]);  // dS
       }
     warp_accumulate<NT, DS, PITCH>(dq, p, sm.c + stage * BC * PITCH + split * DS, lane);
-    __syncthreads();
-    if (STAGES == 1 && t < tiles.last) {
-      load_kv(t + 1, 0);
-      cp_async_commit();
-    }
+    end_step<STAGES>(i, steps, load_kv);
   }
   const float one[2] = {1.f, 1.f};
   T* out = static_cast<T*>(a.dq) + q_offset + split * DS;
@@ -159,22 +156,9 @@ __global__ void __launch_bounds__(BackwardConfig<D, true>::THREADS, 1) attention
   float dk[DS / 8][4] = {}, dv[DS / 8][4] = {};
 
   for (int i = 0; i < steps; ++i) {
-    const int stage = STAGES == 2 ? i % 2 : 0;
-    if (STAGES == 2 && i + 1 < steps) {
-      load_q(i + 1, stage ^ 1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
-
+    const int stage = begin_step<STAGES>(i, steps, load_q);
     float p[NT][4], dp[NT][4];
-    float* scratch = sm.scratch + rg * C::NS * NT * 128;
-    warp_scores<NT, DS, PITCH>(p, sm.a + rg * 16 * PITCH + split * DS, sm.c + stage * BC * PITCH + split * DS, lane);
-    reduce_splits<NT, C::NS>(p, scratch, split, lane, 1 + rg);
-    warp_scores<NT, DS, PITCH>(dp, sm.b + rg * 16 * PITCH + split * DS, sm.d + stage * BC * PITCH + split * DS, lane);
-    reduce_splits<NT, C::NS>(dp, scratch, split, lane, 1 + rg);
+    sm.scores(p, dp, stage, rg, split, lane);
 
     const int c0 = tile_of(i) * BC;
     const int64_t stats = (int64_t(b) * s.q_heads + head_of(i)) * s.seq;
@@ -192,11 +176,7 @@ __global__ void __launch_bounds__(BackwardConfig<D, true>::THREADS, 1) attention
       }
     warp_accumulate<NT, DS, PITCH>(dv, p, sm.d + stage * BC * PITCH + split * DS, lane);
     warp_accumulate<NT, DS, PITCH>(dk, ds, sm.c + stage * BC * PITCH + split * DS, lane);
-    __syncthreads();
-    if (STAGES == 1 && i + 1 < steps) {
-      load_q(i + 1, 0);
-      cp_async_commit();
-    }
+    end_step<STAGES>(i, steps, load_q);
   }
   const float one[2] = {1.f, 1.f};
   const int64_t row_offset = kv_offset + int64_t(k0 + rg * 16) * D + split * DS;

@@ -45,12 +45,14 @@ __global__ void __launch_bounds__(ForwardConfig<D>::THREADS, 1) attention_forwar
   const int32_t* valid = a.key_valid ? a.key_valid + int64_t(b) * s.seq : nullptr;
 
   const TileRange tiles = band_tiles(s, q0, BR, BC, /*rows_are_queries=*/true);
-  auto load_kv = [&](int t, int stage) {
-    load_tile<BC, D, C::THREADS>(sk + stage * BC * PITCH, k + int64_t(t) * BC * D, D, s.seq - t * BC);
-    load_tile<BC, D, C::THREADS>(sv + stage * BC * PITCH, v + int64_t(t) * BC * D, D, s.seq - t * BC);
+  const int steps = tiles.last - tiles.first + 1;
+  auto load_kv = [&](int i, int stage) {  // step i: key tile tiles.first + i
+    const int k0 = (tiles.first + i) * BC;
+    load_tile<BC, D, C::THREADS>(sk + stage * BC * PITCH, k + int64_t(k0) * D, D, s.seq - k0);
+    load_tile<BC, D, C::THREADS>(sv + stage * BC * PITCH, v + int64_t(k0) * D, D, s.seq - k0);
   };
   load_tile<BR, D, C::THREADS>(sq, q + q0 * q_stride, q_stride, s.seq - q0);
-  load_kv(tiles.first, 0);
+  load_kv(0, 0);
   cp_async_commit();
 
   // This thread's two rows of the warp's 16: lane/4 and lane/4 + 8.
@@ -59,22 +61,13 @@ __global__ void __launch_bounds__(ForwardConfig<D>::THREADS, 1) attention_forwar
   float o[DS / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-  for (int t = tiles.first; t <= tiles.last; ++t) {
-    const int stage = STAGES == 2 ? (t - tiles.first) % 2 : 0;
-    if (STAGES == 2 && t < tiles.last) {
-      load_kv(t + 1, stage ^ 1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
-
+  for (int i = 0; i < steps; ++i) {
+    const int stage = begin_step<STAGES>(i, steps, load_kv);
     float p[NT][4];
     warp_scores<NT, DS, PITCH>(p, sq + rg * 16 * PITCH + split * DS, sk + stage * BC * PITCH + split * DS, lane);
     reduce_splits<NT, C::NS>(p, scratch + rg * C::NS * NT * 128, split, lane, 1 + rg);
 
-    const int k0 = t * BC;
+    const int k0 = (tiles.first + i) * BC;
     if (!tile_unmasked(s, valid, q0, BR, k0, BC, true)) {
 #pragma unroll
       for (int n = 0; n < NT; ++n)
@@ -110,11 +103,7 @@ __global__ void __launch_bounds__(ForwardConfig<D>::THREADS, 1) attention_forwar
       }
     }
     warp_accumulate<NT, DS, PITCH>(o, p, sv + stage * BC * PITCH + split * DS, lane);
-    __syncthreads();  // this stage is refilled next
-    if (STAGES == 1 && t < tiles.last) {
-      load_kv(t + 1, 0);
-      cp_async_commit();
-    }
+    end_step<STAGES>(i, steps, load_kv);
   }
 
   float inv[2];

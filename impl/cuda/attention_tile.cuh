@@ -43,6 +43,31 @@ __device__ inline void load_tile(T* smem, const T* gmem, int64_t stride, int val
   }
 }
 
+// The streamed tiles of a loop of n steps: with two stages, step i + 1's tile is fetched into the
+// other stage while step i computes; with one, only after step i is done with the stage. The caller
+// has issued and committed step 0's loads; load(i, stage) issues step i's into `stage`.
+template <int STAGES, typename Load>
+__device__ inline int begin_step(int i, int n, Load&& load) {
+  const int stage = STAGES == 2 ? i % 2 : 0;
+  if (STAGES == 2 && i + 1 < n) {
+    load(i + 1, stage ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+  return stage;
+}
+template <int STAGES, typename Load>
+__device__ inline void end_step(int i, int n, Load&& load) {
+  __syncthreads();  // every warp is done with this stage before it is refilled
+  if (STAGES == 1 && i + 1 < n) {
+    load(i + 1, 0);
+    cp_async_commit();
+  }
+}
+
 __device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"

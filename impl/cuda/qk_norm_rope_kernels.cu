@@ -93,6 +93,18 @@ __device__ inline void load_weight(const float* weight, int64_t d, float (&out)[
   }
 }
 
+// The RoPE table entries of elements d (lo) and d + D/2 (hi) of the row's position.
+template <typename T, int V>
+struct RopeChunk {
+  float cos_lo[V], cos_hi[V], sin_lo[V], sin_hi[V];
+  __device__ RopeChunk(const T* cos, const T* sin, int64_t at, int64_t d, int64_t half) {
+    load<T, V>(cos + at + d, cos_lo);
+    load<T, V>(cos + at + half + d, cos_hi);
+    load<T, V>(sin + at + d, sin_lo);
+    load<T, V>(sin + at + half + d, sin_hi);
+  }
+};
+
 // A lane's share of a row: chunks c = sub, sub + lanes, ... of V pairs, lo[i][j] for element
 // d = c * V + j and hi[i][j] for d + D/2.
 template <int V>
@@ -152,16 +164,12 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
       }
       if (cos) {
         // n*cos + rotate_half(n)*sin with rotate_half(n) = cat(-n[D/2:], n[:D/2]).
-        float c_lo[V], c_hi[V], s_lo[V], s_hi[V];
-        load<T, V>(cos + at.rope + d, c_lo);
-        load<T, V>(cos + at.rope + half + d, c_hi);
-        load<T, V>(sin + at.rope + d, s_lo);
-        load<T, V>(sin + at.rope + half + d, s_hi);
+        const RopeChunk<T, V> r(cos, sin, at.rope, d, half);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const float l = lo[i][j], h = hi[i][j];
-          lo[i][j] = l * c_lo[j] - h * s_lo[j];
-          hi[i][j] = h * c_hi[j] + l * s_hi[j];
+          lo[i][j] = l * r.cos_lo[j] - h * r.sin_lo[j];
+          hi[i][j] = h * r.cos_hi[j] + l * r.sin_hi[j];
         }
       }
       store<T, V>(y + at.out + d, lo[i]);
@@ -210,16 +218,12 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_backward_kernel(RowShap
         load<T, V>(dy_unscaled + at.out + half + d, u_hi[i]);
       }
       if (cos) {
-        float c_lo[V], c_hi[V], s_lo[V], s_hi[V];
-        load<T, V>(cos + at.rope + d, c_lo);
-        load<T, V>(cos + at.rope + half + d, c_hi);
-        load<T, V>(sin + at.rope + d, s_lo);
-        load<T, V>(sin + at.rope + half + d, s_hi);
+        const RopeChunk<T, V> r(cos, sin, at.rope, d, half);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const float l = g_lo[i][j], h = g_hi[i][j];
-          g_lo[i][j] = l * c_lo[j] + h * s_hi[j];
-          g_hi[i][j] = h * c_hi[j] - l * s_lo[j];
+          g_lo[i][j] = l * r.cos_lo[j] + h * r.sin_hi[j];
+          g_hi[i][j] = h * r.cos_hi[j] - l * r.sin_lo[j];
         }
       }
 #pragma unroll
