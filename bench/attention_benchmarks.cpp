@@ -1,8 +1,9 @@
 // sliding_attention and global_attention: one attention call at a geometry's sliding or global layer
 // shape (batch 1, causal, scale 1; sliding with the config's window; on K=V global layers the same
 // tensor is passed as k and v), timed for
-//  - every measured backend whose capabilities accept the device, dtype, head dim and window: its
-//    LayerOps::attention, q [B, S, Hq, D], k and v [B, Hkv, S, D] -> [B, S, Hq * D];
+//  - every measured backend: its LayerOps::attention, q [B, S, Hq, D], k and v [B, Hkv, S, D] ->
+//    [B, S, Hq * D] (skipped as not supported where its capabilities exclude the device, dtype,
+//    head dim or window);
 //  - LibTorch's scaled_dot_product_attention with one SDPA backend enabled at a time (sdpa-flash,
 //    sdpa-efficient, sdpa-math, sdpa-cudnn), on q viewed as [B, Hq, S, D]. Sliding layers pass the
 //    band as an explicit additive [1, 1, S, S] mask (the reference's attention_mask, built outside
@@ -91,19 +92,21 @@ Inputs make_inputs(const Geometry& g, const Shape& s, int64_t S, bool backward, 
 
 void register_backend_case(const impl::Backend& b, const Geometry& g, const AttentionOp& op, int64_t S, bool backward) {
   const Shape s = shape_of(g.config, op.type);
-  if (!b.capabilities.unsupported(g.device, g.dtype, s.head_dim, s.window).empty()) return;
+  const std::string unsupported = b.capabilities.unsupported(g.device, g.dtype, s.head_dim, s.window);
   const std::string name = benchmark_name(op.name, b.name, g, S, backward);
   const Work work = attention_work(1, s.q_heads, s.head_dim, S, s.window, backward);
   const bool eager = materialises_scores(b.ops);
   const double bytes = attention_bytes(footprint(s, g, S, backward, eager, /*mask=*/eager));
-  register_benchmark(name, [&b, &g, s, S, backward, name, work, bytes](benchmark::State& state) {
-    run_benchmark(state, g.device, work, kWarmup, [&] {
-      const Inputs& in =
-          cached_case<Inputs>(name, g.device, bytes, [&] { return make_inputs(g, s, S, backward, false); });
-      return op_step(backward, [&b, &in, &s] { return std::vector<Tensor>{b.ops.attention(in.q, in.k, in.v, s.spec)}; },
-                     in.leaves(), {in.upstream});
-    });
-  });
+  register_backend_benchmark(
+      name, b, unsupported, [&b, &g, s, S, backward, name, work, bytes](benchmark::State& state) {
+        run_benchmark(state, g.device, work, kWarmup, [&] {
+          const Inputs& in =
+              cached_case<Inputs>(name, g.device, bytes, [&] { return make_inputs(g, s, S, backward, false); });
+          return op_step(backward,
+                         [&b, &in, &s] { return std::vector<Tensor>{b.ops.attention(in.q, in.k, in.v, s.spec)}; },
+                         in.leaves(), {in.upstream});
+        });
+      });
 }
 
 // Enables only `backend` among SDPA's backends while it lives, then restores the global flags.
@@ -211,6 +214,7 @@ void register_sdpa_case(const SdpaKernel& kernel, const Geometry& g, const Atten
 void register_attention_benchmarks(const Suite& suite) {
   for (const AttentionOp& op : kOps) {
     for (const Geometry& g : suite.geometries) {
+      if (!g.measures(op.name)) continue;
       for (int64_t S : g.seq_lens) {
         for (bool backward : {false, true}) {
           for (const impl::Backend& b : suite.backends) register_backend_case(b, g, op, S, backward);

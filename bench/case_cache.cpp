@@ -12,6 +12,7 @@ struct Cached {
   std::string key;
   torch::Device device{torch::kCPU};
   std::shared_ptr<void> value;
+  uint64_t built = 0;
 };
 
 Cached& cached() {
@@ -39,10 +40,13 @@ void* detail::cached_case(const std::string& key, const torch::Device& device, d
     }
   }
   c.value = make();
+  ++c.built;
   c.key = key;
   c.device = device;
   return c.value.get();
 }
+
+uint64_t cases_built() { return cached().built; }
 
 void drop_cached_case() {
   Cached& c = cached();

@@ -5,6 +5,7 @@
 // another key releases the previous case, and its cached device memory, before building.
 #include <torch/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -27,5 +28,9 @@ Case& cached_case(const std::string& key, const torch::Device& device, double by
 
 // Releases the cached case (after an out-of-memory error).
 void drop_cached_case();
+
+// How many cases have been built so far: a change tells the caller that the case it got is new
+// (run.h warms a case up once, not on each of google-benchmark's calls).
+uint64_t cases_built();
 
 }  // namespace gemma4::bench

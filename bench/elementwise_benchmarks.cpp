@@ -1,5 +1,5 @@
-// The memory-bound ops, at batch 1 and a geometry's shapes, for every measured backend whose
-// capabilities accept the device and dtype (and head dim):
+// The memory-bound ops, at batch 1 and a geometry's shapes, for every measured backend (skipped as
+// not supported where its capabilities exclude the device, dtype or head dim):
 //   qk_norm_rope_sliding, qk_norm_rope_global: LayerOps::qk_norm_rope on the raw projections of the
 //     first sliding / global layer (q [1, S, Hq, D], k and v [1, S, Hkv, D]; no v on K=V layers)
 //     with that layer type's RoPE table;
@@ -117,19 +117,20 @@ Case make_case(const MemoryBoundOp& op, const Geometry& g, int64_t S, bool backw
 }
 
 void register_case(const impl::Backend& b, const Geometry& g, const MemoryBoundOp& op, int64_t S, bool backward) {
-  if (!b.capabilities.unsupported(g.device, g.dtype, op.head_dim).empty()) return;
+  const std::string unsupported = b.capabilities.unsupported(g.device, g.dtype, op.head_dim);
   const std::string name = benchmark_name(op.name, b.name, g, S, backward);
   const double e = static_cast<double>(g.element_bytes());
   const Work work =
       memory_bound_work(elements(op.inputs) * e, elements(op.tables) * e, elements(op.outputs) * e, backward);
   const double bytes = memory_bound_bytes(elements(op.inputs) + elements(op.tables) + elements(op.outputs), backward);
-  register_benchmark(name, [&b, &g, op, S, backward, name, work, bytes](benchmark::State& state) {
-    run_benchmark(state, g.device, work, kWarmup, [&] {
-      const Case& c = cached_case<Case>(name, g.device, bytes, [&] { return make_case(op, g, S, backward); });
-      return op_step(
-          backward, [&b, &c, &op] { return op.call(b.ops, c.inputs, c.tables); }, c.inputs, c.upstream);
-    });
-  });
+  register_backend_benchmark(
+      name, b, unsupported, [&b, &g, op, S, backward, name, work, bytes](benchmark::State& state) {
+        run_benchmark(state, g.device, work, kWarmup, [&] {
+          const Case& c = cached_case<Case>(name, g.device, bytes, [&] { return make_case(op, g, S, backward); });
+          return op_step(
+              backward, [&b, &c, &op] { return op.call(b.ops, c.inputs, c.tables); }, c.inputs, c.upstream);
+        });
+      });
 }
 
 }  // namespace
@@ -140,6 +141,7 @@ void register_elementwise_benchmarks(const Suite& suite) {
     for (size_t i = 0; i < num_ops; ++i) {  // grouped by op, then S
       for (int64_t S : g.seq_lens) {
         const MemoryBoundOp op = memory_bound_ops(g.config, S)[i];
+        if (!g.measures(op.name)) break;
         for (bool backward : {false, true}) {
           for (const impl::Backend& b : suite.backends) register_case(b, g, op, S, backward);
         }

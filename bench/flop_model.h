@@ -21,14 +21,25 @@
 //   fwdbwd bytes  = 3 R + 2 T + 2 W
 //   On K=V global layers v is not an input (v comes from k) but is an output.
 //
-// layer_group (consecutive decoder layers, tokens = B * S):
+// MoE experts (LayerOps::moe_experts; T tokens, each routed to its top K of E experts; H hidden,
+// I the expert's intermediate size): only the routed tokens' expert matmuls are counted, the
+// gate_up [2I, H] and down [H, I] products of each (token, expert) pair:
+//   forward FLOP  = 2 * T * K * 3 * H * I        (gate and up: 2 H I each, down: H I; x 2 FLOP)
+//   fwdbwd FLOP   = 3 * forward                  (each matmul's backward: two products of its size)
+//   The routing, the GeGLU and the weighted sum are not counted, nor the experts no token chose.
+//
+// Decoder layers (layer_sliding, layer_global, layer_kv_shared, layer_moe: one layer; layer_group:
+// several consecutive ones; tokens = B * S):
 //   forward FLOP  = sum over layers of attention forward FLOP + 2 * matmul params * tokens
-//   fwdbwd FLOP   = 3.5 * attention forward FLOP + 3 * (2 * matmul params * tokens)
-//   matmul params = every 2-D weight of the layer (q, k, v, o projections; gate, up, down);
-//   norms, RoPE and element-wise work are not counted.
+//                   + MoE experts forward FLOP (MoE layers)
+//   fwdbwd FLOP   = 3.5 * attention forward FLOP + 3 * (2 * matmul params * tokens + MoE experts)
+//   matmul params = every 2-D weight of the layer (q, k, v, o projections; gate, up, down; the
+//   router and the PLE gate and projection where present); a KV-shared layer has no k and v.
+//   Norms, RoPE, the softmax of the router and element-wise work are not counted.
 //
 // Ceilings: d2d copy bytes = 2 * buffer (read + write); GEMM FLOP = 2 * n^3.
 #include <cstdint>
+#include <vector>
 
 #include "reference/config.h"
 
@@ -48,10 +59,14 @@ Work attention_work(int64_t batch, int64_t q_heads, int64_t head_dim, int64_t se
 // Bytes of a memory-bound op from R, T and W (in bytes) as defined above.
 Work memory_bound_work(double differentiable_inputs, double tables, double outputs, bool backward);
 
-// Elements of the 2-D weights of layer `layer`.
+// The routed experts of `tokens` tokens, top_k each, hidden `hidden`, expert intermediate size
+// `intermediate`.
+Work moe_experts_work(int64_t tokens, int64_t top_k, int64_t hidden, int64_t intermediate, bool backward);
+
+// Elements of the 2-D weights of layer `layer` (the experts' 3-D tensors are not among them).
 int64_t matmul_params(const Config& config, int layer);
 
-// Layers first .. first + count - 1 over batch 1 and `seq_len` tokens.
-Work layer_group_work(const Config& config, int first, int count, int64_t seq_len, bool backward);
+// The decoder layers `layers` over batch 1 and `seq_len` tokens.
+Work layers_work(const Config& config, const std::vector<int>& layers, int64_t seq_len, bool backward);
 
 }  // namespace gemma4::bench

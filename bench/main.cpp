@@ -18,12 +18,17 @@ namespace {
 constexpr int kDefaultRepetitions = 10;
 const std::string kBackendLib = "--backend-lib=";
 const std::string kRepetitions = "--benchmark_repetitions=";
+const std::string kFilter = "--benchmark_filter=";
+// Google Benchmark reserves room for each family in turn when the filter is its default "."
+// (or "all"), which makes listing or running every benchmark quadratic in their number (about a
+// second for ours); ".*" matches the same names without that.
+const std::string kMatchAll = kFilter + ".*";
 
 void print_help() {
   std::cout << "gemma4-bench [--backend-lib=PATH]... [google-benchmark flags]\n"
                "  Benchmarks are named op/backend/device/geometry/S/dtype/direction, e.g.\n"
-               "  sliding_attention/cuda/cuda/31b/8192/bf16/fwd, and ceiling/d2d_copy/cuda/1GiB,\n"
-               "  ceiling/gemm_bf16/cuda/8192; list them with --benchmark_list_tests.\n"
+               "  sliding_attention/cuda/cuda/31b/8192/bf16/fwd or layer_moe/reference/cuda/26b-a4b/4096/bf16/fwdbwd,\n"
+               "  and ceiling/d2d_copy/cuda/1GiB, ceiling/gemm_bf16/cuda/8192; list them with --benchmark_list_tests.\n"
                "  --backend-lib=PATH  also measure the plugin backend at PATH (repeatable)\n"
                "  Repetitions: --benchmark_repetitions=N, else $GEMMA4_BENCH_REPETITIONS, else "
             << kDefaultRepetitions << ".\n\n";
@@ -38,6 +43,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args;
   std::vector<std::string> plugins;
   int repetitions = -1;  // -1: not on the command line
+  bool filtered = false;
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
     if (starts_with(arg, kBackendLib)) {
@@ -45,6 +51,10 @@ int main(int argc, char** argv) {
       continue;  // ours: google-benchmark would reject it
     }
     if (starts_with(arg, kRepetitions)) repetitions = std::atoi(arg.c_str() + kRepetitions.size());
+    if (starts_with(arg, kFilter)) {
+      filtered = true;
+      if (arg == kFilter + "." || arg == kFilter + "all") arg = kMatchAll;
+    }
 #ifdef GEMMA4_BENCHMARK_MIN_TIME_IS_DOUBLE
     // Google Benchmark < 1.8 takes --benchmark_min_time as a plain number of seconds; accept the
     // 1.8 spelling ("0.5s") too, so one command line works with both.
@@ -59,6 +69,7 @@ int main(int argc, char** argv) {
     repetitions = env ? std::atoi(env) : kDefaultRepetitions;
     args.push_back(kRepetitions + std::to_string(repetitions));
   }
+  if (!filtered && !std::getenv("BENCHMARK_FILTER")) args.push_back(kMatchAll);
   if (repetitions < 1) {
     std::cerr << "gemma4-bench: repetitions must be at least 1\n";
     return 2;
@@ -75,6 +86,7 @@ int main(int argc, char** argv) {
     gemma4::bench::register_ceilings();
     gemma4::bench::register_attention_benchmarks(suite);
     gemma4::bench::register_elementwise_benchmarks(suite);
+    gemma4::bench::register_moe_benchmarks(suite);
     gemma4::bench::register_layer_benchmarks(suite);
     gemma4::bench::add_run_context(repetitions);
     benchmark::RunSpecifiedBenchmarks();

@@ -1,5 +1,7 @@
 #include "bench/memory_estimate.h"
 
+#include <algorithm>
+
 #include "reference/weights.h"
 
 namespace gemma4::bench {
@@ -38,12 +40,21 @@ double attention_bytes(const AttentionFootprint& f) {
 
 double memory_bound_bytes(double elements, bool backward) { return elements * (backward ? 16 : 8); }
 
-double layer_group_bytes(const Config& c, int first, int count, int64_t seq_len, int64_t element_bytes,
-                         bool dense_scores) {
+double moe_experts_bytes(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t intermediate,
+                         int64_t element_bytes, bool backward) {
+  const double t = static_cast<double>(tokens), k = static_cast<double>(top_k), e = static_cast<double>(element_bytes);
+  const double h = static_cast<double>(hidden), i = static_cast<double>(intermediate);
+  const double weights = 3 * static_cast<double>(experts) * i * h * e, routed = t * k * (h + 3 * i) * e;
+  return (backward ? 2 : 1) * (weights + routed) + t * h * e * (backward ? 4 : 2) +
+         t * k * static_cast<double>(experts) * 8;
+}
+
+double layers_bytes(const Config& c, const std::vector<int>& layers, int64_t seq_len, int64_t element_bytes,
+                    bool dense_scores, bool backward) {
   const double s = static_cast<double>(seq_len), e = static_cast<double>(element_bytes);
   const int64_t H = c.hidden_size, Hq = c.num_attention_heads;
-  double params = 0, saved = 0;
-  for (int l = first; l < first + count; ++l) {
+  double params = 0, saved = 0, largest = 0;
+  for (int l : layers) {
     const LayerSpec& spec = c.layers[l];
     LayerWeights shapes_only;
     for (const WeightSlot& slot : layer_weight_slots(c, l, shapes_only)) {
@@ -52,13 +63,21 @@ double layer_group_bytes(const Config& c, int first, int count, int64_t seq_len,
       params += n;
     }
     // What autograd must keep per token at least: the matmul inputs (two normed hiddens, the
-    // attention output, the GeGLU output), the residual, q, k, v, gate and up.
+    // attention output, the GeGLU output), the residual, q, k, v (borrowed on KV-shared layers),
+    // gate and up; the PLE input and gate; the routed experts' rows.
     const int64_t D = spec.head_dim, Hkv = spec.num_kv_heads, I = spec.mlp_intermediate;
-    saved += s * e * static_cast<double>(3 * H + 2 * Hq * D + 2 * Hkv * D + 3 * I);
-    if (dense_scores) saved += square(seq_len) * Hq * kSavedScoreBytes;
+    double per_token =
+        static_cast<double>(3 * H + 2 * Hq * D + 2 * Hkv * D + 3 * I + 2 * c.hidden_size_per_layer_input);
+    if (c.enable_moe_block)
+      per_token += static_cast<double>(c.top_k_experts * (H + 3 * c.moe_intermediate_size) + 2 * H);
+    const double activations = s * e * per_token;
+    saved += activations + (dense_scores ? square(seq_len) * Hq * kSavedScoreBytes : 0);
+    largest = std::max(largest, activations);
   }
-  double bytes = 2 * params * e + saved + 3 * s * H * e;  // weights and their grads; hidden, upstream, grad
+  double bytes =
+      (backward ? 2 : 1) * params * e + (backward ? saved : largest) + 3 * s * H * e;     // + hidden, upstream, grad
   if (dense_scores) bytes += square(seq_len) * (Hq * kTransientScoreBytes + kMaskBytes);  // one layer's transients
+  if (c.enable_moe_block) bytes += s * static_cast<double>(c.top_k_experts * c.num_experts) * 8;  // one-hot routing
   return bytes;
 }
 

@@ -6,6 +6,7 @@
 // materialises scores, the [B, Hq, S, S] matrices, which dominate at long S: at S = 32k one fp32
 // score matrix of 32 heads is 128 GiB.
 #include <cstdint>
+#include <vector>
 
 #include "reference/config.h"
 #include "reference/layer_ops.h"
@@ -26,8 +27,15 @@ double attention_bytes(const AttentionFootprint& f);
 // A memory-bound op over `elements` input and output elements in all (with fp32 temporaries).
 double memory_bound_bytes(double elements, bool backward);
 
-// Layers first .. first + count - 1 at batch 1, forward and backward.
-double layer_group_bytes(const Config& config, int first, int count, int64_t seq_len, int64_t element_bytes,
-                         bool dense_scores);
+// LayerOps::moe_experts over `tokens` tokens routed to `top_k` of `experts` experts: the expert
+// weights (and their gradients), x, out, the routed rows' intermediates, the reference's one-hot
+// routing mask [T, K, E] int64.
+double moe_experts_bytes(int64_t tokens, int64_t top_k, int64_t experts, int64_t hidden, int64_t intermediate,
+                         int64_t element_bytes, bool backward);
+
+// The decoder layers `layers` at batch 1: weights (and their gradients), what autograd keeps per
+// token (backward) or one layer's activations (forward), the borrowed K/V of KV-shared layers.
+double layers_bytes(const Config& config, const std::vector<int>& layers, int64_t seq_len, int64_t element_bytes,
+                    bool dense_scores, bool backward);
 
 }  // namespace gemma4::bench

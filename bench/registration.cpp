@@ -18,7 +18,14 @@ void register_benchmark(const std::string& name, std::function<void(benchmark::S
   benchmark::RegisterBenchmark(name.c_str(), std::move(run))
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond)
-      ->ReportAggregatesOnly(true);
+      ->DisplayAggregatesOnly(true);
+}
+
+void register_backend_benchmark(const std::string& name, const impl::Backend& backend, const std::string& unsupported,
+                                std::function<void(benchmark::State&)> run) {
+  if (unsupported.empty()) return register_benchmark(name, std::move(run));
+  const std::string why = "not supported: the " + backend.name + " backend's capabilities exclude " + unsupported;
+  register_benchmark(name, [why](benchmark::State& state) { state.SkipWithError(why.c_str()); });
 }
 
 }  // namespace gemma4::bench

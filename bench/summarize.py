@@ -3,6 +3,7 @@
 time, TFLOP/s, GB/s, peak memory and label, or the reason it was skipped.
 
 usage: bench/summarize.py REPORT.json...
+       bench/summarize.py --counts REPORT.json    one line: how many benchmarks ran and were skipped
 """
 import json
 import sys
@@ -32,7 +33,17 @@ def rows(report):
         yield name, medians.get(name, errors.get(name))
 
 
+def counts(path):
+    with open(path) as f:
+        texts = [text for _, text in rows(json.load(f))]
+    skipped = sum(1 for text in texts if text is None or text.startswith("skipped: "))
+    return f"{len(texts)} benchmarks, {len(texts) - skipped} timed, {skipped} skipped"
+
+
 def main(paths):
+    if paths[:1] == ["--counts"]:
+        print("; ".join(counts(path) for path in paths[1:]))
+        return
     for path in paths:
         with open(path) as f:
             report = json.load(f)

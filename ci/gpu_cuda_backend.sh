@@ -12,36 +12,21 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source ci/gpu_env.sh
 STAGE=${STAGE:-all}
-CLI=build/bin/gemma4-conform
-
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-start=$(date +%s)
-ci/build.sh > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-echo "build: $(( $(date +%s) - start )) s"
-
+gpu_build || exit 1
 status=0
-conform() {  # NAME EXPECTED_EXIT ARGS...: one conform run; table in $OUT/NAME.txt, report in $OUT/NAME.json
-  local name=$1 expected=$2
-  shift 2
-  local t0=$(date +%s)
-  $CLI conform --device cuda --report "$OUT/$name.json" "$@" > "$OUT/$name.txt" 2>&1
-  local code=$?
-  [ "$code" = "$expected" ] || status=1
-  echo "$name: exit $code (expected $expected; $(( $(date +%s) - t0 )) s): $(tail -1 "$OUT/$name.txt")"
-}
 
 if [ "$STAGE" = all ] || [ "$STAGE" = conform ]; then
-  conform cuda-bf16 0 --backend cuda --dtype bf16
-  conform cuda-f16 0 --backend cuda --dtype f16
-  conform faulty-window-off-by-one-sweep 1 --backend faulty-window-off-by-one --dtype bf16 --filter '^op_sweep/attention'
-  conform faulty-nondeterministic-op 1 --backend faulty-nondeterministic-attention --dtype f32 --filter '^determinism/attention_op'
+  conform_run cuda-bf16 0 --backend cuda --dtype bf16
+  conform_run cuda-f16 0 --backend cuda --dtype f16
+  conform_run faulty-window-off-by-one-sweep 1 --backend faulty-window-off-by-one --dtype bf16 --filter '^op_sweep/attention'
+  conform_run faulty-nondeterministic-op 1 --backend faulty-nondeterministic-attention --dtype f32 --filter '^determinism/attention_op'
   grep -h "FAIL\|fail " "$OUT"/cuda-bf16.txt "$OUT"/cuda-f16.txt | head -20
 fi
 
 if [ "$STAGE" = ops ]; then  # one fused op at a time (GEMMA4_CUDA_OPS), on the golden and op_sweep checks
   for op in attention qk_norm_rope geglu; do
     for dtype in bf16 f16; do
-      GEMMA4_CUDA_OPS=$op conform "only-$op-$dtype" 0 --backend cuda --dtype $dtype --filter '^(golden|op_sweep)/'
+      GEMMA4_CUDA_OPS=$op conform_run "only-$op-$dtype" 0 --backend cuda --dtype $dtype --filter '^(golden|op_sweep)/'
     done
   done
 fi

@@ -1,7 +1,53 @@
+# shellcheck shell=bash
 # Sourced (from the repository root) by the GPU-host scripts: where their logs go ($OUT), the
-# shared data copied into the checkout, and the host's CUDA LibTorch for ci/build.sh.
+# shared data copied into the checkout, the host's CUDA LibTorch for ci/build.sh, and the steps
+# they share (gpu_build, gpu_key, conform_run, bench_run).
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
 export GEMMA4_SHARED_DIR=${GEMMA4_SHARED_DIR:-$PWD/shared}
 export TORCH_PREFIX=${TORCH_PREFIX:-$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')}
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
+
+# gpu_build: the GPU (name, memory, driver) into $OUT/gpu.txt, then ci/build.sh (log in
+# $OUT/build.log; its tail on failure). Returns ci/build.sh's status.
+gpu_build() {
+  local t0=$SECONDS code
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+  ci/build.sh > "$OUT/build.log" 2>&1
+  code=$?
+  [ $code -eq 0 ] || tail -40 "$OUT/build.log"
+  echo "build: exit $code, $((SECONDS - t0)) s"
+  return $code
+}
+
+# gpu_key: the GPU's name as a file name: lowercased, spaces as '-' (nvidia-h200, nvidia-h100-80gb-hbm3).
+gpu_key() {
+  nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr '[:upper:]' '[:lower:]' | sed 's/[[:space:]]*$//; s/ /-/g'
+}
+
+# conform_run NAME EXPECTED_EXIT ARGS...: one `gemma4-conform conform --device cuda ARGS` run, its
+# table in $OUT/NAME.txt and report in $OUT/NAME.json; prints one line. Sets run_code (its exit
+# status; 124 when it ran past $RUN_TIMEOUT seconds, where set) and status=1 when that is not
+# EXPECTED_EXIT.
+conform_run() {
+  local name=$1 expected=$2 t0=$SECONDS
+  shift 2
+  ${RUN_TIMEOUT:+timeout "$RUN_TIMEOUT"} build/bin/gemma4-conform conform --device cuda --report "$OUT/$name.json" "$@" \
+    > "$OUT/$name.txt" 2>&1
+  run_code=$?
+  # shellcheck disable=SC2034 # status: the calling script's
+  [ "$run_code" = "$expected" ] || status=1
+  echo "$name: exit $run_code (expected $expected; $((SECONDS - t0)) s): $(tail -1 "$OUT/$name.txt")"
+}
+
+# bench_run NAME FILTER [GEMMA4_BENCH_FLAGS...]: one gemma4-bench run of the benchmarks matching
+# FILTER, its JSON report in $OUT/NAME.json (every repetition; what bench-compare reads), its
+# console in $OUT/NAME.txt; prints one line. Sets run_code as conform_run does.
+bench_run() {
+  local name=$1 filter=$2 t0=$SECONDS
+  shift 2
+  ${RUN_TIMEOUT:+timeout "$RUN_TIMEOUT"} build/bin/gemma4-bench --benchmark_filter="$filter" "$@" \
+    --benchmark_out="$OUT/$name.json" --benchmark_out_format=json > "$OUT/$name.txt" 2>&1
+  run_code=$?
+  echo "$name: exit $run_code, $((SECONDS - t0)) s"
+}

@@ -13,8 +13,7 @@ CLI=build/bin/gemma4-conform
 
 case ${STAGE:-build} in
 build)
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-  ci/build.sh > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+  gpu_build || exit 1
   ctest --test-dir build --output-on-failure -j 8 > "$OUT/ctest.log" 2>&1
   ctest_status=$?
   grep -E "tests passed|tests failed|\(Failed\)" "$OUT/ctest.log" | tail -15

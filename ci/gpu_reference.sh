@@ -9,8 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source ci/gpu_env.sh
 
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-ci/build.sh > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+gpu_build || exit 1
 ctest --test-dir build --output-on-failure -j 8 > "$OUT/ctest.log" 2>&1
 ctest_status=$?
 grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest.log" | tail -15

@@ -24,13 +24,15 @@ const Command kCommands[] = {
     {"golden", "golden tensors: list, generate, verify, diff, show (golden/FORMAT.md)", gemma4::cli::golden_command},
     {"backends", "list the backends (name, description)", gemma4::cli::backends_command},
     {"conform", "run the conformance suite against a backend", gemma4::cli::conform_command},
+    {"bench-compare", "compare two gemma4-bench JSON reports; exit 1 on a performance regression",
+     gemma4::cli::bench_compare_command},
 };
 
 void print_usage(std::ostream& out) {
   out << "usage: gemma4-conform <command> [options]   (gemma4-conform <command> --help for details)\n\ncommands:\n";
   for (const Command& c : kCommands) {
     std::string name = std::string("  ") + c.name;
-    name.resize(14, ' ');
+    name.resize(17, ' ');
     out << name << c.summary << "\n";
   }
 }
