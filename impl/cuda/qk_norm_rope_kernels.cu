@@ -93,16 +93,11 @@ __device__ inline void load_weight(const float* weight, int64_t d, float (&out)[
   }
 }
 
-// The norm weight and RoPE table entries of a chunk: elements d (lo) and d + D/2 (hi). They do not
-// depend on the row's rstd, so they are loaded together with the row, before its reduction, and
-// their latency overlaps the row's instead of following it.
+// The RoPE table entries of elements d (lo) and d + D/2 (hi) of the row's position.
 template <typename T, int V>
-struct ChunkConstants {
-  float w_lo[V], w_hi[V], cos_lo[V], cos_hi[V], sin_lo[V], sin_hi[V];
-  __device__ void load_from(const float* weight, const T* cos, const T* sin, int64_t at, int64_t d, int64_t half) {
-    load_weight<V>(weight, d, w_lo);
-    load_weight<V>(weight, half + d, w_hi);
-    if (cos == nullptr) return;
+struct RopeChunk {
+  float cos_lo[V], cos_hi[V], sin_lo[V], sin_hi[V];
+  __device__ RopeChunk(const T* cos, const T* sin, int64_t at, int64_t d, int64_t half) {
     load<T, V>(cos + at + d, cos_lo);
     load<T, V>(cos + at + half + d, cos_hi);
     load<T, V>(sin + at + d, sin_lo);
@@ -133,7 +128,6 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
     const bool valid = row < rows;
     const RowOffsets at = row_offsets(row, shape, a.transposed);
     Pairs<V> lo, hi;
-    ChunkConstants<T, V> constants[C];
     float sum_sq = 0.f;
 #pragma unroll
     for (int i = 0; i < C; ++i) {
@@ -141,7 +135,6 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
       if (!valid || c >= chunks) continue;
       load<T, V>(x + at.in + c * V, lo[i]);
       load<T, V>(x + at.in + half + c * V, hi[i]);
-      constants[i].load_from(a.weight, cos, sin, at.rope, c * V, half);
 #pragma unroll
       for (int j = 0; j < V; ++j) sum_sq += lo[i][j] * lo[i][j] + hi[i][j] * hi[i][j];
     }
@@ -152,6 +145,9 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
       const int c = lane.sub + lane.lanes * i;
       if (!valid || c >= chunks) continue;
       const int64_t d = c * V;
+      float w_lo[V], w_hi[V];
+      load_weight<V>(a.weight, d, w_lo);
+      load_weight<V>(a.weight, half + d, w_hi);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         lo[i][j] *= rstd;
@@ -163,16 +159,17 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
       }
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        lo[i][j] *= constants[i].w_lo[j];
-        hi[i][j] *= constants[i].w_hi[j];
+        lo[i][j] *= w_lo[j];
+        hi[i][j] *= w_hi[j];
       }
       if (cos) {
         // n*cos + rotate_half(n)*sin with rotate_half(n) = cat(-n[D/2:], n[:D/2]).
+        const RopeChunk<T, V> r(cos, sin, at.rope, d, half);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const float l = lo[i][j], h = hi[i][j];
-          lo[i][j] = l * constants[i].cos_lo[j] - h * constants[i].sin_lo[j];
-          hi[i][j] = h * constants[i].cos_hi[j] + l * constants[i].sin_hi[j];
+          lo[i][j] = l * r.cos_lo[j] - h * r.sin_lo[j];
+          hi[i][j] = h * r.cos_hi[j] + l * r.sin_hi[j];
         }
       }
       store<T, V>(y + at.out + d, lo[i]);
@@ -206,7 +203,6 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_backward_kernel(RowShap
     const RowOffsets at = row_offsets(row, shape, a.transposed);
     // Everything that does not depend on rstd comes before the reduction: all loads overlap.
     Pairs<V> lo, hi, g_lo, g_hi, u_lo = {}, u_hi = {};  // x; dn, then g; dy_unscaled
-    ChunkConstants<T, V> constants[C];
     float sum_sq = 0.f;
 #pragma unroll
     for (int i = 0; i < C; ++i) {
@@ -221,13 +217,13 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_backward_kernel(RowShap
         load<T, V>(dy_unscaled + at.out + d, u_lo[i]);
         load<T, V>(dy_unscaled + at.out + half + d, u_hi[i]);
       }
-      constants[i].load_from(a.weight, cos, sin, at.rope, d, half);
       if (cos) {
+        const RopeChunk<T, V> r(cos, sin, at.rope, d, half);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const float l = g_lo[i][j], h = g_hi[i][j];
-          g_lo[i][j] = l * constants[i].cos_lo[j] + h * constants[i].sin_hi[j];
-          g_hi[i][j] = h * constants[i].cos_hi[j] - l * constants[i].sin_lo[j];
+          g_lo[i][j] = l * r.cos_lo[j] + h * r.sin_hi[j];
+          g_hi[i][j] = h * r.cos_hi[j] - l * r.sin_lo[j];
         }
       }
 #pragma unroll
@@ -240,14 +236,17 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_backward_kernel(RowShap
     for (int i = 0; i < C; ++i) {
       const int c = lane.sub + lane.lanes * i;
       if (!valid || c >= chunks) continue;
+      float w_lo[V], w_hi[V];
+      load_weight<V>(a.weight, c * V, w_lo);
+      load_weight<V>(a.weight, half + c * V, w_hi);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         lo[i][j] *= rstd;
         hi[i][j] *= rstd;
         dw_lo[i][j] += g_lo[i][j] * lo[i][j];
         dw_hi[i][j] += g_hi[i][j] * hi[i][j];
-        g_lo[i][j] = g_lo[i][j] * constants[i].w_lo[j] + u_lo[i][j];
-        g_hi[i][j] = g_hi[i][j] * constants[i].w_hi[j] + u_hi[i][j];
+        g_lo[i][j] = g_lo[i][j] * w_lo[j] + u_lo[i][j];
+        g_hi[i][j] = g_hi[i][j] * w_hi[j] + u_hi[i][j];
         dot += g_lo[i][j] * lo[i][j] + g_hi[i][j] * hi[i][j];
       }
     }
