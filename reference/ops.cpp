@@ -52,8 +52,6 @@ torch::Tensor apply_rope(const torch::Tensor& x, const RopeTable& table) {
   return x * cos + rotate_half(x) * sin;
 }
 
-namespace {
-// torch.finfo(dtype).min, the value transformers' eager masks add where attention is forbidden.
 double lowest_value(torch::ScalarType dtype) {
   switch (dtype) {
     case torch::kFloat64: return std::numeric_limits<double>::lowest();
@@ -63,7 +61,6 @@ double lowest_value(torch::ScalarType dtype) {
     default: TORCH_CHECK(false, "attention_mask: unsupported dtype ", dtype);
   }
 }
-}  // namespace
 
 AttentionSpec attention_spec(const Config& config, LayerType type, const torch::Tensor& padding) {
   return {type, config.sliding_window, config.bidirectional, padding};

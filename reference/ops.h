@@ -37,6 +37,9 @@ struct AttentionSpec {
 };
 AttentionSpec attention_spec(const Config& config, LayerType type, const torch::Tensor& padding);
 
+// torch.finfo(dtype).min: what transformers' eager masks add where attention is forbidden.
+double lowest_value(torch::ScalarType dtype);
+
 // Additive mask [B, 1, S, S] in `dtype`: 0 where query i may see key j, the dtype's lowest value
 // elsewhere (as transformers' eager masks do, so fully padded rows stay finite). The padding
 // applies to keys.

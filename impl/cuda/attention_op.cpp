@@ -110,12 +110,11 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
 
 // Query rows that see no key at all (every key of their band is padding). transformers' eager
 // masks are finite (the dtype's lowest value), so such a row's softmax is uniform over all S keys,
-// and its gradient is the softmax Jacobian at that uniform point (GEMMA4.md, Forward). The kernel
-// leaves these rows 0; here they get exactly that: softmax(s - s.detach()) is uniform in value and
-// has the Jacobian of softmax at the uniform point.
+// with the gradient of that (GEMMA4.md, Forward). The kernel leaves these rows 0; here they get
+// the reference's own computation: eager attention with every score masked.
 torch::Tensor with_fully_masked_rows(torch::Tensor o, const torch::Tensor& q, const torch::Tensor& k,
                                      const torch::Tensor& v, const torch::Tensor& key_valid, const Band& band) {
-  const int64_t B = q.size(0), S = q.size(1), Hq = q.size(2), D = q.size(3), Hkv = k.size(1);
+  const int64_t B = q.size(0), S = q.size(1);
   const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
   const torch::Tensor tokens_before = at::pad(at::cumsum(key_valid, 1, torch::kInt64), {1, 0});  // [B, S+1]
   const torch::Tensor i = at::arange(S, i64);
@@ -126,13 +125,11 @@ torch::Tensor with_fully_masked_rows(torch::Tensor o, const torch::Tensor& q, co
   for (int64_t b = 0; b < B; ++b) {
     const torch::Tensor rows = where.index({where.select(1, 0) == b}).select(1, 1).to(q.device());
     if (rows.numel() == 0) continue;
-    const int64_t n = rows.size(0), group = Hq / Hkv;
-    // [n, Hq, D] -> [Hkv, n * group, D]: each kv head with the query heads it serves.
-    const torch::Tensor qs = q[b].index_select(0, rows).view({n, Hkv, group, D}).permute({1, 0, 2, 3}).reshape({Hkv, n * group, D});
-    const torch::Tensor scores = at::matmul(qs, k[b].transpose(1, 2));  // [Hkv, n * group, S]
-    const torch::Tensor probs = at::softmax(scores - scores.detach(), -1, torch::kFloat32).to(q.scalar_type());
-    const torch::Tensor out = at::matmul(probs, v[b]).view({Hkv, n, group, D}).permute({1, 0, 2, 3}).reshape({n, Hq * D});
-    o = o.index_put({at::full({n}, b, i64), rows}, out);
+    const int64_t n = rows.size(0);
+    const torch::Tensor all_masked = at::full({1, 1, n, S}, lowest_value(q.scalar_type()), q.options());
+    const torch::Tensor out = eager_attention(q[b].index_select(0, rows).unsqueeze(0), k.narrow(0, b, 1),
+                                              v.narrow(0, b, 1), all_masked);  // [1, n, Hq * D]
+    o = o.index_put({at::full({n}, b, i64), rows}, out.squeeze(0));
   }
   return o;
 }

@@ -1,6 +1,7 @@
 #include "impl/cuda/cuda_backend.h"
 
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include "impl/cuda/attention_op.h"
@@ -25,18 +26,18 @@ Backend cuda_backend() {
   // GEMMA4_CUDA_OPS=attention,qk_norm_rope,geglu (the default: all three) picks which fused ops
   // replace the reference's, to bisect a failure down to one kernel.
   const char* env = std::getenv("GEMMA4_CUDA_OPS");
-  const std::string chosen = "," + std::string(env ? env : "attention,qk_norm_rope,geglu") + ",";
-  auto use = [&](const std::string& op) { return chosen.find("," + op + ",") != std::string::npos; };
-  for (std::string rest = chosen; !rest.empty();) {
-    const std::string op = rest.substr(0, rest.find(','));
-    rest.erase(0, op.size() + 1);
-    if (!op.empty() && op != "attention" && op != "qk_norm_rope" && op != "geglu") {
+  std::istringstream chosen(env ? env : "attention,qk_norm_rope,geglu");
+  for (std::string op; std::getline(chosen, op, ',');) {
+    if (op == "attention") {
+      b.ops.attention = cuda::fused_attention;
+    } else if (op == "qk_norm_rope") {
+      b.ops.qk_norm_rope = cuda::fused_qk_norm_rope;
+    } else if (op == "geglu") {
+      b.ops.geglu = cuda::fused_geglu;
+    } else if (!op.empty()) {
       throw Error("GEMMA4_CUDA_OPS: unknown op '" + op + "' (known: attention, qk_norm_rope, geglu)");
     }
   }
-  if (use("attention")) b.ops.attention = cuda::fused_attention;
-  if (use("qk_norm_rope")) b.ops.qk_norm_rope = cuda::fused_qk_norm_rope;
-  if (use("geglu")) b.ops.geglu = cuda::fused_geglu;
   return b;
 }
 
