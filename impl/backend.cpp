@@ -21,6 +21,17 @@ std::string Capabilities::unsupported(const torch::Device& device, torch::Scalar
   return "";
 }
 
+const char* backend_kind_name(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kReference: return "reference";
+    case BackendKind::kFused: return "fused";
+    case BackendKind::kVariant: return "variant";
+    case BackendKind::kFaulty: return "faulty";
+    case BackendKind::kPlugin: return "plugin";
+  }
+  return "?";
+}
+
 const Backend& find_backend(const std::string& name) {
   std::string known;
   for (const Backend& b : builtin_backends()) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "impl/category.h"
 #include "reference/kv_handoff.h"
 #include "reference/layer_ops.h"
 
@@ -26,12 +27,30 @@ struct Capabilities {
                           int64_t sliding_window = 0) const;
 };
 
+// What a backend is for. The suite judges every kind the same way; `gemma4-conform calibrate`
+// expects variants to pass everything and faulty backends to fail where they say.
+enum class BackendKind {
+  kReference,  // the definition of right (reference/layer_ops.cpp)
+  kFused,      // an optimised in-tree implementation (the cuda backend)
+  kVariant,    // a correct implementation that rounds or dispatches differently: must pass
+  kFaulty,     // one real bug: must fail in `fails_in`
+  kPlugin,     // loaded with --backend-lib; nothing is expected of it
+};
+const char* backend_kind_name(BackendKind kind);  // "reference", "fused", "variant", "faulty", "plugin"
+
 struct Backend {
   std::string name;         // "reference", "faulty-no-window", or a plugin's own
-  std::string description;  // one line; a faulty backend names the bug it reproduces
+  std::string description;  // one line; a faulty backend names the bug it reproduces and its public source
+  BackendKind kind = BackendKind::kPlugin;
   Capabilities capabilities;
   LayerOps ops;                // every op set (start from reference_layer_ops() and replace some)
   KvHandoffFactory kv_handoff; // unset: the reference hand-off
+
+  // kFaulty only. The categories in which the bug must show (at least one failing result each).
+  std::vector<Category> fails_in;
+  // kFaulty only. The bug moves results by less than bf16/f16 rounding, so it must fail in f32
+  // and may pass in bf16 and f16 (a conformance suite cannot see below the dtype's resolution).
+  bool below_reduced_precision = false;
 };
 
 // The in-tree backends, by name: "reference" first, then the faulty-* ones.

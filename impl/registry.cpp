@@ -13,6 +13,7 @@ namespace {
 Backend reference_backend() {
   Backend b;
   b.name = "reference";
+  b.kind = BackendKind::kReference;
   b.description = "the eager LibTorch ops of the reference decoder (reference/layer_ops.cpp): the definition of right";
   b.ops = reference_layer_ops();
   return b;

@@ -13,6 +13,7 @@ namespace gemma4::impl {
 Backend cuda_backend() {
   Backend b;
   b.name = "cuda";
+  b.kind = BackendKind::kFused;
   b.description =
       "fused CUDA kernels for Hopper (sm_90): attention with tiles outside the window skipped (head dims up to 512), "
       "q/k norm + RoPE, GeGLU";

@@ -10,13 +10,17 @@
 
 namespace gemma4::impl {
 
-// The op-level bugs (faulty_ops.cpp), then the shared-KV hand-off bugs (faulty_kv_handoff.cpp).
+// The op-level bugs (faulty_ops.cpp, faulty_numeric_ops.cpp), then the shared-KV hand-off bugs
+// (faulty_kv_handoff.cpp).
 std::vector<Backend> faulty_backends();
 
 // The two halves, and the starting point of each faulty backend: the reference ops and hand-off,
-// deterministic, with its name and the one-line description of the bug.
+// deterministic, with its name, the one-line description of the bug (and its public source), the
+// categories in which the bug must show, and whether it hides below bf16/f16 rounding.
 std::vector<Backend> faulty_op_backends();
+std::vector<Backend> faulty_numeric_backends();  // numeric bug classes reported against Gemma and LLM ports
 std::vector<Backend> faulty_kv_handoff_backends();
-Backend faulty_backend(std::string name, std::string description);
+Backend faulty_backend(std::string name, std::string description, std::vector<Category> fails_in,
+                       bool below_reduced_precision = false);
 
 }  // namespace gemma4::impl

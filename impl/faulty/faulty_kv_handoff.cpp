@@ -180,7 +180,8 @@ std::vector<Backend> faulty_kv_handoff_backends() {
   Backend closure = faulty_backend(
       "faulty-checkpoint-closure",
       "a K/V container captured by the checkpoint closure lives across steps and keeps every step's K/V: memory "
-      "grows every step (GEMMA4.md, Known failure modes)");
+      "grows every step (GEMMA4.md, Known failure modes)",
+      {Category::kMemoryFlatness});
   closure.kv_handoff = [history = std::make_shared<KvHistory>()](const Config& config) {
     return std::make_unique<CapturedContainerHandoff>(config, history);
   };
@@ -189,28 +190,32 @@ std::vector<Backend> faulty_kv_handoff_backends() {
   Backend thread_local_kv = faulty_backend(
       "faulty-thread-local-kv",
       "shared K/V pass through a thread-local side channel: a checkpoint recompute on the autograd worker thread "
-      "finds nothing and fails (GEMMA4.md, Known failure modes)");
+      "finds nothing and fails (GEMMA4.md, Known failure modes)",
+      {Category::kMultithreadedRecompute});
   thread_local_kv.kv_handoff = make_factory<ThreadLocalHandoff>();
   out.push_back(std::move(thread_local_kv));
 
   Backend process_wide = faulty_backend(
       "faulty-process-wide-kv",
       "shared K/V pass through one process-wide store: two models training at once read each other's K/V in "
-      "recompute (GEMMA4.md, Known failure modes)");
+      "recompute (GEMMA4.md, Known failure modes)",
+      {Category::kMultithreadedRecompute});
   process_wide.kv_handoff = make_factory<ProcessWideHandoff>();
   out.push_back(std::move(process_wide));
 
   Backend detached = faulty_backend(
       "faulty-detached-recompute",
       "borrowed K/V are detached in a checkpoint recompute: storing layers lose the gradient through the layers that "
-      "borrow them (GEMMA4.md, KV sharing)");
+      "borrow them (GEMMA4.md, KV sharing)",
+      {Category::kMultithreadedRecompute});
   detached.kv_handoff = make_factory<DetachedRecomputeHandoff>();
   out.push_back(std::move(detached));
 
   Backend key_mismatch = faulty_backend(
       "faulty-kv-key-mismatch",
       "stores K/V under the layer-type key (transformers >= 5.8) but reads the layer-index key (<= 5.5): the "
-      "rendezvous misses (GEMMA4.md, Conventions that changed)");
+      "rendezvous misses (GEMMA4.md, Conventions that changed)",
+      {Category::kKeyConventions});
   key_mismatch.kv_handoff = make_factory<MismatchedKeyHandoff>();
   out.push_back(std::move(key_mismatch));
 

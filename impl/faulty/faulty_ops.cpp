@@ -17,7 +17,8 @@ std::vector<Backend> faulty_op_backends() {
   // its mask is the full layer's, so query i sees every key j <= i.
   Backend no_window = faulty_backend(
       "faulty-no-window",
-      "sliding layers attend without their window: the kernel ignores window_size (GEMMA4.md, Known failure modes)");
+      "sliding layers attend without their window: the kernel ignores window_size (GEMMA4.md, Known failure modes)",
+      {Category::kGolden, Category::kOpSweep});
   no_window.ops.attention = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const AttentionSpec& spec) {
     AttentionSpec windowless = spec;
@@ -30,7 +31,8 @@ std::vector<Backend> faulty_op_backends() {
   // as sliding_window): query i sees keys i - window .. i, one key too many (GEMMA4.md, Layer types).
   Backend off_by_one = faulty_backend("faulty-window-off-by-one",
                                       "sliding window one too wide: query i sees keys i - sliding_window .. i "
-                                      "(GEMMA4.md, Layer types and per-layer geometry)");
+                                      "(GEMMA4.md, Layer types and per-layer geometry)",
+      {Category::kGolden, Category::kOpSweep});
   off_by_one.ops.attention = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const AttentionSpec& spec) {
     AttentionSpec wider = spec;
@@ -42,7 +44,8 @@ std::vector<Backend> faulty_op_backends() {
   // Gemma 2/3's RMSNorm carried over: the weight is applied as 1 + w (GEMMA4.md, notation: Gemma-4
   // applies w). Norms without a weight (v_norm, the router's) are unaffected.
   Backend one_plus_w = faulty_backend(
-      "faulty-one-plus-w-norm", "RMSNorm scales by (1 + w) as Gemma 2/3 did instead of w (GEMMA4.md, notation of rms)");
+      "faulty-one-plus-w-norm", "RMSNorm scales by (1 + w) as Gemma 2/3 did instead of w (GEMMA4.md, notation of rms)",
+      {Category::kGolden});
   one_plus_w.ops.rms_norm = [](const torch::Tensor& x, const torch::Tensor& weight, double eps) {
     return rms_norm(x, weight.defined() ? weight + 1 : weight, eps);
   };
@@ -54,7 +57,8 @@ std::vector<Backend> faulty_op_backends() {
   Backend head_dim_256 = faulty_backend(
       "faulty-head-dim-256-kernel",
       "global layers (head dim > 256) go through a kernel limited to head dim 256: scores use only the first 256 dims "
-      "of q and k (GEMMA4.md, Known failure modes)");
+      "of q and k (GEMMA4.md, Known failure modes)",
+      {Category::kGolden});
   head_dim_256.ops.attention = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   const AttentionSpec& spec) {
     constexpr int64_t kKernelHeadDim = 256;
@@ -71,7 +75,8 @@ std::vector<Backend> faulty_op_backends() {
   // every norm scale silently stops training (GEMMA4.md: the fused RMSNorm + RoPE kernels).
   Backend no_weight_grad = faulty_backend(
       "faulty-norm-no-weight-grad",
-      "RMSNorm kernel without a weight gradient: right forward, norm scales get zero gradient (fused RMSNorm kernels)");
+      "RMSNorm kernel without a weight gradient: right forward, norm scales get zero gradient (fused RMSNorm kernels)",
+      {Category::kFiniteGrads});
   no_weight_grad.ops.rms_norm = [](const torch::Tensor& x, const torch::Tensor& weight, double eps) {
     return rms_norm(x, weight.defined() ? weight.detach() : weight, eps);
   };
@@ -85,7 +90,8 @@ std::vector<Backend> faulty_op_backends() {
   Backend atomics = faulty_backend(
       "faulty-nondeterministic-attention",
       "attention accumulates in a run-dependent order (atomics) but the backend claims determinism: identical runs "
-      "differ in the last bits of the output and of dQ, dK, dV");
+      "differ in the last bits of the output and of dQ, dK, dV",
+      {Category::kDeterminism}, /*below_reduced_precision=*/true);
   atomics.ops.attention = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const AttentionSpec& spec) {
     static std::atomic<int64_t> calls{0};

@@ -159,7 +159,7 @@ TEST(ConformCli, EveryFaultyBackendIsTested) {
 
 TEST(ConformCli, BadPluginsAndOptionsGiveOneLineErrors) {
   expect_one_line_error(run_cli(std::string("conform --backend-lib ") + GEMMA4_WRONG_ABI_PLUGIN), 1,
-                        "plugin ABI version 2, this gemma4-conform needs 1");
+                        "plugin ABI version 3, this gemma4-conform needs 2");
   expect_one_line_error(run_cli("conform --backend-lib /lib/x86_64-linux-gnu/libm.so.6"), 1, "no symbol gemma4_plugin_entry");
   expect_one_line_error(run_cli("conform --backend-lib /nonexistent.so"), 1, "cannot load the backend plugin");
   expect_one_line_error(run_cli("conform --backend nope"), 1, "unknown backend 'nope'");
