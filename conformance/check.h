@@ -5,9 +5,12 @@
 #include <torch/types.h>
 
 #include <functional>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "golden/tolerance.h"
 #include "impl/backend.h"
 
 namespace gemma4::conformance {
@@ -20,44 +23,60 @@ struct SuiteOptions {
   std::string golden_dir;   // the committed goldens (golden/ of the source tree)
 };
 
-// The categories every result carries.
-inline const std::vector<std::string>& categories() {
-  static const std::vector<std::string> all = {"golden",          "op_sweep",        "finite_grads", "multithreaded_recompute",
-                                               "key_conventions", "memory_flatness", "determinism",  "bad_input"};
-  return all;
-}
+using impl::Category;
+
+enum class Status { kPass, kFail, kNotSupported };
+const char* status_name(Status status);  // "pass", "fail", "not_supported"
 
 struct Result {
   std::string test;      // "golden/op/rms_norm-scale"
-  std::string category;
+  Category category = Category::kGolden;
   std::string case_name; // what was measured inside the test ("outputs/y", "layers.1.self_attn.k_proj.weight")
-  std::string status;    // pass | fail | not_supported
-  std::string metric;    // what the value is ("max_abs", "slope_bytes_per_step", "error")
+  Status status = Status::kPass;
+  std::string metric;    // what the value is ("max_abs", "rms", "slope_bytes_per_step", "error")
   double value = 0;
   double bound = 0;
+  // Judged against the baseline family (bf16/f16): that family's error in the same metric, so that
+  // every row shows both errors, the candidate's and the baseline's. NaN when there is none.
+  double baseline = std::numeric_limits<double>::quiet_NaN();
   std::string detail;    // cosine/NMSE, an error message, or why not supported
+  // How close the value came to its bound: value / bound (infinity past a zero bound).
+  double ratio() const;
 };
 
 // Given to a check's body; records results and turns failures into GoogleTest failures.
 class Reporter {
  public:
-  Reporter(std::string test, std::string category) : test_(std::move(test)), category_(std::move(category)) {}
+  Reporter(std::string test, Category category) : test_(std::move(test)), category_(category) {}
   void record(const std::string& case_name, const std::string& metric, double value, double bound, bool pass,
               const std::string& detail = "");
+  // A tensor judged by the tolerance policy: its deciding metric, both errors, cosine and NMSE.
+  void record(const std::string& case_name, const golden::Verdict& verdict);
   // A failure that is not a measurement (an exception, a missing output).
   void fail(const std::string& case_name, const std::string& detail);
   // Marks the whole test not_supported (GoogleTest: skipped).
   void not_supported(const std::string& reason);
 
  private:
-  std::string test_, category_;
+  std::string test_;
+  Category category_;
 };
 
 struct Check {
-  std::string category;
+  Category category;
   std::string name;  // unique within the category; the test is "<category>/<name>"
   std::function<void(const SuiteOptions&, Reporter&)> run;
 };
+
+// The suite's one table of categories (conformance/categories.cpp): each category's name and checks.
+struct CategoryInfo {
+  Category category;
+  const char* name;  // "golden", "op_sweep", ... as in a check's name "<category>/<check>"
+  std::vector<Check> (*checks)(const SuiteOptions& options);
+};
+const std::vector<CategoryInfo>& categories();  // in the order the suite runs and reports them
+const char* category_name(Category category);
+std::optional<Category> parse_category(const std::string& name);
 
 // The checks of each category (conformance/checks_*.cpp).
 std::vector<Check> golden_checks(const SuiteOptions& options);

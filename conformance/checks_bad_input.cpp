@@ -76,7 +76,7 @@ const std::vector<BadInputCase>& bad_input_cases() {
 std::vector<Check> bad_input_checks(const SuiteOptions&) {
   std::vector<Check> checks;
   for (const BadInputCase& c : bad_input_cases()) {
-    checks.push_back({"bad_input", c.name, [&c](const SuiteOptions& o, Reporter& reporter) {
+    checks.push_back({Category::kBadInput, c.name, [&c](const SuiteOptions& o, Reporter& reporter) {
                         std::string message;
                         bool clear = false;
                         try {

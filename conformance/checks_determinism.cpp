@@ -13,6 +13,7 @@
 #include "conformance/compare.h"
 #include "conformance/tiny_models.h"
 #include "golden/model_cases.h"
+#include "golden/op_cases.h"
 #include "golden/tolerance.h"
 
 namespace gemma4::conformance {
@@ -21,11 +22,13 @@ namespace {
 constexpr int kRepeats = 100;
 constexpr uint64_t kSeed = 2027;
 
-std::vector<AttentionOpCase> attention_op_cases(const torch::Device& device) {
+std::vector<golden::OpCase> attention_op_cases(const torch::Device& device) {
+  using golden::attention_case;
   if (device.is_cuda()) {
-    return {{LayerType::kSliding, 100, 2, 257, 8, 2, 256, {}, false}, {LayerType::kFull, 0, 2, 257, 8, 2, 512, {}, false}};
+    return {attention_case({LayerType::kSliding, 100, 2, 257, 8, 2, 256, {}, false}),
+            attention_case({LayerType::kFull, 0, 2, 257, 8, 2, 512, {}, false})};
   }
-  return {{LayerType::kSliding, 13, 2, 37, 4, 2, 16, {}, false}};
+  return {attention_case({LayerType::kSliding, 13, 2, 37, 4, 2, 16, {}, false})};
 }
 
 // The bits, so that a NaN equals itself and -0 differs from +0.
@@ -38,22 +41,22 @@ torch::Tensor bits(const torch::Tensor& t) {
   }
 }
 
-void check_attention_op(const AttentionOpCase& c, const SuiteOptions& o, Reporter& reporter) {
+void check_attention_op(const golden::OpCase& c, const SuiteOptions& o, Reporter& reporter) {
   if (!o.backend.capabilities.deterministic) return reporter.not_supported("not claimed by the backend");
-  const std::string why = o.backend.capabilities.unsupported(o.device, o.dtype, c.head_dim, c.sliding_window());
+  const bool sliding = c.params.at("layer_type") == layer_type_name(LayerType::kSliding);
+  const std::string why = o.backend.capabilities.unsupported(o.device, o.dtype, c.params.at("head_dim").get<int64_t>(),
+                                                             sliding ? c.params.at("sliding_window").get<int64_t>() : 0);
   if (!why.empty()) return reporter.not_supported(why);
-  const golden::OpTensors t = attention_op_tensors(c, kSeed);
-  const golden::TensorMap inputs = to_device(t.inputs, o.device, o.dtype);
-  const golden::TensorMap upstream = to_device(t.upstream, o.device, o.dtype);
-  const OpForward forward = [c](const golden::TensorMap& in, const LayerOps& ops) {
-    return attention_op_forward(c, in, ops);
-  };
+  const golden::OpTensors t = golden::make_op_tensors(c, kSeed, o.dtype, o.device);
   auto run = [&] {
-    const OpRun r = run_op_backward(forward, inputs, upstream, o.backend.ops);
+    const golden::OpResult r = golden::run_op(c.op, c.params, t.inputs, t.upstream, o.backend.ops);
     // The output, then dK and dV, then dQ (the gradient FlashAttention's backward accumulates with atomics).
     std::vector<std::pair<std::string, torch::Tensor>> rows;
     for (const auto& [name, out] : r.outputs) rows.emplace_back("outputs/" + name, out);
-    for (const char* name : {"k", "v", "q"}) rows.emplace_back(std::string("grads/") + name, r.grads.at(name));
+    for (const char* name : {"k", "v", "q"}) {
+      const auto it = r.grads.find(name);
+      rows.emplace_back(std::string("grads/") + name, it == r.grads.end() ? torch::Tensor() : it->second);
+    }
     return rows;
   };
   const auto first = run();
@@ -93,7 +96,7 @@ void check_attention_op(const AttentionOpCase& c, const SuiteOptions& o, Reporte
 std::vector<Check> determinism_checks(const SuiteOptions& options) {
   std::vector<Check> checks;
   for (const std::string& name : tiny_model_names()) {
-    checks.push_back({"determinism", "twice/" + name, [name](const SuiteOptions& o, Reporter& reporter) {
+    checks.push_back({Category::kDeterminism, "twice/" + name, [name](const SuiteOptions& o, Reporter& reporter) {
                         if (!o.backend.capabilities.deterministic) return reporter.not_supported("not claimed by the backend");
                         const TinyModel m = tiny_model(name, o);
                         const std::string why = unsupported(o, m.config);
@@ -111,8 +114,8 @@ std::vector<Check> determinism_checks(const SuiteOptions& options) {
                                         differing == 0, differing ? "first: " + first : "bitwise equal");
                       }});
   }
-  for (const AttentionOpCase& c : attention_op_cases(options.device)) {
-    checks.push_back({"determinism", "attention_op/" + c.name(),
+  for (const golden::OpCase& c : attention_op_cases(options.device)) {
+    checks.push_back({Category::kDeterminism, "attention_op/" + c.name,
                       [c](const SuiteOptions& o, Reporter& reporter) { check_attention_op(c, o, reporter); }});
   }
   return checks;

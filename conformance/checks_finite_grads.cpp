@@ -48,7 +48,7 @@ void check_finite_grads(const std::string& name, const SuiteOptions& o, Reporter
 std::vector<Check> finite_grads_checks(const SuiteOptions&) {
   std::vector<Check> checks;
   for (const std::string& name : tiny_model_names()) {
-    checks.push_back({"finite_grads", "checkpointed/" + name,
+    checks.push_back({Category::kFiniteGrads, "checkpointed/" + name,
                       [name](const SuiteOptions& o, Reporter& r) { check_finite_grads(name, o, r); }});
   }
   return checks;

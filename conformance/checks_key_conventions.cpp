@@ -81,8 +81,9 @@ TensorMap truth_if_needed(const SuiteOptions& o, const Config& c, const ModelWei
 
 // Records whether `b` equals `a` (see the top of the file).
 void compare_runs(const SuiteOptions& o, Reporter& r, const std::string& label, const TensorMap& b, const TensorMap& a,
-                  const TensorMap& truth) {
-  record_comparison(r, label, b, a, truth, o.dtype, /*bitwise=*/o.backend.capabilities.deterministic);
+                  const TensorMap& truth, const TensorMap& inputs) {
+  record_comparison(r, label, b, a, truth, golden::model_judged(inputs, a), o.dtype,
+                    /*bitwise=*/o.backend.capabilities.deterministic);
 }
 
 void check_rendezvous(const std::string& file, const SuiteOptions& o, Reporter& r) {
@@ -116,7 +117,7 @@ void check_rendezvous(const std::string& file, const SuiteOptions& o, Reporter& 
   }
   if (runs[0].empty() || runs[1].empty()) return;
   compare_runs(o, r, "tiny/layer-index vs layer-type: ", runs[0], runs[1],
-               truth_if_needed(o, tiny, w, inputs, KvKeyConvention::kLayerType));
+               truth_if_needed(o, tiny, w, inputs, KvKeyConvention::kLayerType), inputs);
 }
 
 // --- serializations -------------------------------------------------------------------------
@@ -221,7 +222,7 @@ void check_serializations(const json& full, const json& tiny, const SuiteOptions
   const TensorMap a = run(o, tiny_global, w_global, inputs, KvKeyConvention::kLayerType);
   const TensorMap b = run(o, tiny_per_layer, w_per_layer, inputs, KvKeyConvention::kLayerType);
   compare_runs(o, r, "model: per_layer_config vs global fields: ", b, a,
-               truth_if_needed(o, tiny_global, w_global, inputs, KvKeyConvention::kLayerType));
+               truth_if_needed(o, tiny_global, w_global, inputs, KvKeyConvention::kLayerType), inputs);
 }
 
 json read_json(const std::string& path) {
@@ -261,11 +262,11 @@ void check_layout(const Layout& layout, const SuiteOptions& o, Reporter& r) {
 std::vector<Check> key_conventions_checks(const SuiteOptions& o) {
   std::vector<Check> checks;
   for (const std::string& file : released_configs()) {
-    checks.push_back({"key_conventions", "rendezvous/" + file,
+    checks.push_back({Category::kKeyConventions, "rendezvous/" + file,
                       [file](const SuiteOptions& o, Reporter& r) { check_rendezvous(file, o, r); }});
   }
   for (const std::string& file : released_configs()) {
-    checks.push_back({"key_conventions", "serializations/" + file, [file](const SuiteOptions& o, Reporter& r) {
+    checks.push_back({Category::kKeyConventions, "serializations/" + file, [file](const SuiteOptions& o, Reporter& r) {
                         check_serializations(golden::load_released_config(file, golden::released_configs_dir()),
                                              tiny_json(file), o, r);
                       }});
@@ -277,14 +278,14 @@ std::vector<Check> key_conventions_checks(const SuiteOptions& o) {
     for (const std::string& name : files::list_directory(transformers)) {
       const std::string path = files::join(files::join(transformers, name), "config.json");
       if (!files::is_file(path)) continue;
-      checks.push_back({"key_conventions", "serializations/transformers/" + name, [path](const SuiteOptions& o, Reporter& r) {
+      checks.push_back({Category::kKeyConventions, "serializations/transformers/" + name, [path](const SuiteOptions& o, Reporter& r) {
                           const json j = unwrap(read_json(path));
                           check_serializations(j, j, o, r);
                         }});
     }
   }
   for (const Layout& layout : kLayouts) {
-    checks.push_back({"key_conventions", "weight-layouts/" + layout.dir,
+    checks.push_back({Category::kKeyConventions, "weight-layouts/" + layout.dir,
                       [layout](const SuiteOptions& o, Reporter& r) { check_layout(layout, o, r); }});
   }
   return checks;

@@ -159,8 +159,8 @@ void check_real(const SuiteOptions& o, Reporter& r) {
 
 std::vector<Check> memory_flatness_checks(const SuiteOptions& o) {
   const std::string steps = "steps-" + std::to_string(default_steps(o)) + "/";
-  std::vector<Check> checks{{"memory_flatness", steps + "e2b", check_tiny}};
-  if (o.device.is_cuda()) checks.push_back({"memory_flatness", steps + "e2b-real-4-layers", check_real});
+  std::vector<Check> checks{{Category::kMemoryFlatness, steps + "e2b", check_tiny}};
+  if (o.device.is_cuda()) checks.push_back({Category::kMemoryFlatness, steps + "e2b-real-4-layers", check_real});
   return checks;
 }
 

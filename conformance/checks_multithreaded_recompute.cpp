@@ -179,7 +179,7 @@ void check_backward_thread(const std::string& name, const SuiteOptions& o, Repor
                  " on the forward thread" + (o.device.is_cuda() ? " (CUDA device thread expected)" : ""));
   }
   if (error) return r.fail("backward", "backward on another thread threw: " + error_message(error));
-  record_comparison(r, "", result, plain, truth, o.dtype, /*bitwise=*/false);
+  record_comparison(r, "", result, plain, truth, golden::model_judged(m.inputs, plain), o.dtype, /*bitwise=*/false);
 }
 
 // A barrier for a fixed number of threads (std::barrier is C++20).
@@ -241,7 +241,8 @@ void check_two_models(const std::string& name, const SuiteOptions& o, Reporter& 
       r.fail(label + "training", "threw: " + error_message(error[i]));
       continue;
     }
-    record_comparison(r, label, result[i], plain[i], truth[i], o.dtype, /*bitwise=*/false);
+    record_comparison(r, label, result[i], plain[i], truth[i], golden::model_judged(models[i]->inputs, plain[i]), o.dtype,
+                      /*bitwise=*/false);
   }
 }
 
@@ -251,11 +252,11 @@ std::vector<Check> multithreaded_recompute_checks(const SuiteOptions& o) {
   std::vector<Check> checks;
   const std::string thread_check = o.device.is_cuda() ? "device-thread/" : "cpu-backward-thread/";
   for (const std::string& name : kModels) {
-    checks.push_back({"multithreaded_recompute", thread_check + name,
+    checks.push_back({Category::kMultithreadedRecompute, thread_check + name,
                       [name](const SuiteOptions& o, Reporter& r) { check_backward_thread(name, o, r); }});
   }
   for (const std::string& name : kModels) {
-    checks.push_back({"multithreaded_recompute", "two-models/" + name,
+    checks.push_back({Category::kMultithreadedRecompute, "two-models/" + name,
                       [name](const SuiteOptions& o, Reporter& r) { check_two_models(name, o, r); }});
   }
   return checks;

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -33,16 +34,20 @@ std::string sci(double v) {
   return s.str();
 }
 
-// ggml's test-backend-ops style: check, case, metric, bound, verdict.
+// ggml's test-backend-ops style: check, case, metric, the baseline's error where there is one,
+// bound, verdict. Both errors print before the verdict, as FlashAttention's tests do.
 void print_row(const Result& r) {
   if (!g_print_rows) return;
-  const char* verdict = r.status == "pass" ? "OK" : r.status == "fail" ? "FAIL" : "not supported";
+  const char* verdict = r.status == Status::kPass ? "OK" : r.status == Status::kFail ? "FAIL" : "not supported";
   std::cout << "  " << pad(r.test, 52) << pad(r.case_name, 44);
-  if (r.status == "not_supported") {
+  if (r.status == Status::kNotSupported) {
     std::cout << verdict << " (" << r.detail << ")\n";
     return;
   }
-  if (!r.metric.empty()) std::cout << pad(r.metric + "=" + sci(r.value), 24) << pad("bound=" + sci(r.bound), 16);
+  if (!r.metric.empty()) {
+    std::cout << pad(r.metric + "=" + sci(r.value), 18) << pad(std::isnan(r.baseline) ? "" : "baseline=" + sci(r.baseline), 19)
+              << pad("bound=" + sci(r.bound), 16);
+  }
   std::cout << verdict;
   if (!r.detail.empty()) std::cout << "  " << r.detail;
   std::cout << "\n";
@@ -58,7 +63,7 @@ class CheckTest : public ::testing::Test {
   CheckTest(const Check* check, const SuiteOptions* options) : check_(check), options_(options) {}
   void TestBody() override {
     const size_t before = recorded().size();
-    Reporter reporter(check_->category + "/" + check_->name, check_->category);
+    Reporter reporter(std::string(category_name(check_->category)) + "/" + check_->name, check_->category);
     try {
       check_->run(*options_, reporter);
     } catch (const std::exception&) {
@@ -74,28 +79,55 @@ class CheckTest : public ::testing::Test {
 
 std::vector<Check> all_checks(const SuiteOptions& o) {
   std::vector<Check> all;
-  for (auto make : {golden_checks, op_sweep_checks, finite_grads_checks, multithreaded_recompute_checks, key_conventions_checks,
-                    memory_flatness_checks, determinism_checks, bad_input_checks}) {
-    for (Check& c : make(o)) all.push_back(std::move(c));
+  for (const CategoryInfo& category : categories()) {
+    for (Check& c : category.checks(o)) all.push_back(std::move(c));
   }
   return all;
 }
 
 }  // namespace
 
+double Result::ratio() const {
+  if (std::isnan(value)) return std::numeric_limits<double>::infinity();
+  return bound > 0 ? value / bound : (value > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+}
+
 void Reporter::record(const std::string& case_name, const std::string& metric, double value, double bound, bool pass,
                       const std::string& detail) {
-  add({test_, category_, case_name, pass ? "pass" : "fail", metric, value, bound, detail});
+  Result r{test_, category_, case_name, pass ? Status::kPass : Status::kFail, metric, value, bound};
+  r.detail = detail;
+  add(r);
   if (!pass) ADD_FAILURE() << case_name << ": " << metric << " " << value << " > bound " << bound << " " << detail;
 }
 
+void Reporter::record(const std::string& case_name, const golden::Verdict& v) {
+  const bool rms = v.rms_decides();
+  Result r{test_, category_, case_name, v.pass ? Status::kPass : Status::kFail, rms ? "rms" : "max_abs", v.error(),
+           v.bound()};
+  if (v.rule == golden::Rule::kReducedPrecision) r.baseline = rms ? v.baseline.rms : v.baseline.max_abs;
+  std::ostringstream detail;
+  detail << "cosine " << std::setprecision(7) << v.metrics.cosine << ", nmse " << std::setprecision(3) << v.metrics.nmse;
+  if (v.rule == golden::Rule::kReducedPrecision) {
+    detail << "; max " << sci(v.metrics.max_abs) << "/" << sci(v.max_bound) << ", rms " << sci(v.metrics.rms) << "/"
+           << sci(v.rms_bound) << "; " << v.baseline_error_text();
+  }
+  if (v.non_finite > 0) detail << "; " << v.non_finite << " values not finite";
+  r.detail = detail.str();
+  add(r);
+  if (!v.pass) ADD_FAILURE() << case_name << ": " << r.metric << " " << r.value << " > bound " << r.bound << " " << r.detail;
+}
+
 void Reporter::fail(const std::string& case_name, const std::string& detail) {
-  add({test_, category_, case_name, "fail", "", 0, 0, detail});
+  Result r{test_, category_, case_name, Status::kFail};
+  r.detail = detail;
+  add(r);
   ADD_FAILURE() << case_name << ": " << detail;
 }
 
 void Reporter::not_supported(const std::string& reason) {
-  add({test_, category_, "", "not_supported", "", 0, 0, reason});
+  Result r{test_, category_, "", Status::kNotSupported};
+  r.detail = reason;
+  add(r);
   GTEST_SKIP() << reason;
 }
 
@@ -116,12 +148,12 @@ RunReport run_suite(const SuiteOptions& options, const RunOptions& run) {
   static SuiteOptions suite_options;
   suite_options = options;
   for (Check& c : all_checks(suite_options)) {
-    if (std::regex_search(c.category + "/" + c.name, filter)) checks.push_back(std::move(c));
+    if (std::regex_search(std::string(category_name(c.category)) + "/" + c.name, filter)) checks.push_back(std::move(c));
   }
   if (checks.empty()) throw Error("no check matches --filter '" + run.filter + "'");
   for (const Check& c : checks) {
     const Check* check = &c;
-    ::testing::RegisterTest(c.category.c_str(), c.name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
+    ::testing::RegisterTest(category_name(c.category), c.name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
                             [check]() -> ::testing::Test* { return new CheckTest(check, &suite_options); });
   }
 
@@ -145,13 +177,14 @@ RunReport run_suite(const SuiteOptions& options, const RunOptions& run) {
 }
 
 void print_summary(const RunReport& report, std::ostream& out) {
-  std::map<std::string, std::map<std::string, int>> by_category;
+  std::map<Category, std::map<Status, int>> by_category;
   for (const Result& r : report.results) ++by_category[r.category][r.status];
   out << "\nsummary by category (results: pass / fail / not supported):\n";
-  for (const std::string& c : categories()) {
-    if (!by_category.count(c)) continue;
-    auto& n = by_category[c];
-    out << "  " << pad(c, 26) << n["pass"] << " / " << n["fail"] << " / " << n["not_supported"] << "\n";
+  for (const CategoryInfo& c : categories()) {
+    if (!by_category.count(c.category)) continue;
+    auto& n = by_category[c.category];
+    out << "  " << pad(c.name, 26) << n[Status::kPass] << " / " << n[Status::kFail] << " / " << n[Status::kNotSupported]
+        << "\n";
   }
   out << (report.passed() ? "PASS" : "FAIL") << ": " << report.tests - report.failed_tests << "/" << report.tests
       << " checks passed\n";
@@ -160,14 +193,13 @@ void print_summary(const RunReport& report, std::ostream& out) {
 void write_json_report(const RunReport& report, const SuiteOptions& options, const std::string& path) {
   nlohmann::json results = nlohmann::json::array();
   for (const Result& r : report.results) {
-    results.push_back({{"test", r.test},
-                       {"category", r.category},
-                       {"case", r.case_name},
-                       {"status", r.status},
-                       {"metric", r.metric},
-                       {"value", r.value},
-                       {"bound", r.bound},
-                       {"detail", r.detail}});
+    nlohmann::json row = {{"test", r.test},          {"category", category_name(r.category)},
+                          {"case", r.case_name},      {"status", status_name(r.status)},
+                          {"metric", r.metric},       {"value", r.value},
+                          {"bound", r.bound},         {"detail", r.detail}};
+    // Both errors in the report too: the candidate's (value) and the baseline family's.
+    if (!std::isnan(r.baseline)) row["baseline"] = r.baseline;
+    results.push_back(row);
   }
   const nlohmann::json j = {{"backend", options.backend.name},
                             {"device", options.device.is_cuda() ? "cuda" : "cpu"},

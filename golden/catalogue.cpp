@@ -46,6 +46,7 @@ GoldenCase generate_op(const OpCase& oc, const GenerateOptions& o) {
   const OpTensors t = make_op_tensors(oc, o.seed, o.dtype, o.device);
   g.inputs = to_cpu(t.inputs);
   g.upstream = to_cpu(t.upstream);
+  g.judged = op_judged(oc.op, oc.params, g.inputs);
   fill_expected_and_truth(g, o.dtype, [&](torch::ScalarType dtype) {
     const OpResult r = run_op(oc.op, oc.params, to_device(t.inputs, dtype, o.device), to_device(t.upstream, dtype, o.device));
     TensorMap out;
@@ -70,6 +71,7 @@ GoldenCase generate_model(const ModelCase& mc, const GenerateOptions& o) {
   fill_expected_and_truth(g, o.dtype, [&](torch::ScalarType dtype) {
     return run_model(config, weights_from_map(config, g.weights, dtype, o.device), to_device(g.inputs, dtype, o.device));
   });
+  g.judged = model_judged(g.inputs, g.expected);
   return g;
 }
 
@@ -94,6 +96,16 @@ GoldenCase generate_layer(const LayerCase& lc, const GenerateOptions& o) {
   return g;
 }
 
+// The parts every case shares: its name, dtype, seed, provenance and the baseline family.
+GoldenCase finish(GoldenCase g, const std::string& name, const GenerateOptions& o) {
+  g.name = name;
+  g.dtype = dtype_name(o.dtype);
+  g.seed = o.seed;
+  g.provenance = current_provenance(o.generator, o.device);
+  attach_baseline(g, o.family, o.device);
+  return g;
+}
+
 }  // namespace
 
 std::vector<CatalogueEntry> catalogue() {
@@ -104,6 +116,10 @@ std::vector<CatalogueEntry> catalogue() {
     out.push_back({"real/" + c.name, "layer", c.summary + ", S = " + std::to_string(c.seq_len), false});
   }
   return out;
+}
+
+GoldenCase generate_op_case(const OpCase& op_case, const GenerateOptions& o) {
+  return finish(generate_op(op_case, o), "op/" + op_case.name, o);
 }
 
 GoldenCase generate_case(const std::string& name, const GenerateOptions& o) {
@@ -119,11 +135,7 @@ GoldenCase generate_case(const std::string& name, const GenerateOptions& o) {
   } else {
     throw Error("unknown golden case '" + name + "' (gemma4-conform golden list prints them)");
   }
-  g.name = name;
-  g.dtype = dtype_name(o.dtype);
-  g.seed = o.seed;
-  g.provenance = current_provenance(o.generator, o.device);
-  return g;
+  return finish(std::move(g), name, o);
 }
 
 TensorMap recompute(const GoldenCase& g, const torch::Device& device, const ForwardOptions& backend) {

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "golden/baseline.h"
 #include "golden/golden_file.h"
+#include "golden/op_cases.h"
 #include "reference/model.h"
 
 namespace gemma4::golden {
@@ -27,12 +29,17 @@ struct GenerateOptions {
   uint64_t seed = 0;
   std::string generator;    // "reference <git sha>"
   std::string configs_dir;  // released configs, for model and layer cases
+  // bf16/f16: the legitimate implementations whose errors form the baseline (FORMAT.md); the
+  // file's own expected/ is always the first member.
+  std::vector<FamilyMember> family;
 };
 
 // Computes a case from scratch: seeded inputs and weights rounded to the dtype, expected/ in the
-// dtype and, for bf16/f16, truth/ in float32 on the same rounded values. Throws gemma4::Error on
-// an unknown name.
+// dtype, judged/ where some positions are don't-care and, for bf16/f16, truth/ in float32 on the
+// same rounded values and baseline/ from the family. Throws gemma4::Error on an unknown name.
 GoldenCase generate_case(const std::string& name, const GenerateOptions& options);
+// The same for an op case that is not in the catalogue (op_sweep's), named "op/<case name>".
+GoldenCase generate_op_case(const OpCase& op_case, const GenerateOptions& options);
 
 // Recomputes what `golden` says it expects, in the file's dtype on `device`, from the file's own
 // inputs, weights (or seed) and upstream gradients. Returns the same dataset names as

@@ -117,9 +117,12 @@ void write_golden(const std::string& path, const GoldenCase& g) {
   write_group(file, "upstream", g.upstream);
   write_group(file, "expected", g.expected);
   write_group(file, "truth", g.truth);
+  write_group(file, "judged", g.judged);
+  if (!g.baseline_family.empty()) file.set_attr("/", "baseline_family", nlohmann::json(g.baseline_family).dump());
+  write_group(file, "baseline", g.baseline);
 }
 
-GoldenCase read_golden(const std::string& path) {
+GoldenCase read_golden(const std::string& path, bool need_baseline) {
   const h5::File file = h5::File::open_read(path);
   if (!file.has_attr("/", "format_version")) {
     throw Error(path + ": not a golden file (no root attribute 'format_version')");
@@ -178,6 +181,41 @@ GoldenCase read_golden(const std::string& path) {
       if (it->second.sizes() != t.sizes()) throw Error(path + ": 'truth/" + name + "' and 'expected/" + name + "' differ in shape");
     }
   }
+  g.judged = read_optional_group(file, "judged");
+  for (const auto& [name, mask] : g.judged) {
+    auto it = g.expected.find(name);
+    if (it == g.expected.end()) throw Error(path + ": 'judged/" + name + "' names no dataset of expected/");
+    if (mask.scalar_type() != torch::kInt64 || mask.dim() != it->second.dim()) {
+      throw Error(path + ": 'judged/" + name + "' must be int64 of the dataset's rank " + std::to_string(it->second.dim()));
+    }
+    for (int64_t d = 0; d < mask.dim(); ++d) {
+      if (mask.size(d) != 1 && mask.size(d) != it->second.size(d)) {
+        throw Error(path + ": 'judged/" + name + "' has shape " + shape_string(mask.sizes()) +
+                    ", which does not broadcast to " + shape_string(it->second.sizes()));
+      }
+    }
+  }
+  // Reduced precision: the baseline family's errors, one [M, 2] table per dataset.
+  if (g.dtype != "f32" && (need_baseline || file.has_attr("/", "baseline_family"))) {
+    if (!file.has_attr("/", "baseline_family")) throw Error(path + ": dtype " + g.dtype + " needs root attribute 'baseline_family'");
+    try {
+      g.baseline_family = nlohmann::json::parse(file.attr_string("/", "baseline_family")).get<std::vector<std::string>>();
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(path + ": root attribute 'baseline_family' is not a JSON list of names: " + e.what());
+    }
+    if (g.baseline_family.empty()) throw Error(path + ": 'baseline_family' is empty");
+    g.baseline = read_optional_group(file, "baseline");
+    const int64_t members = static_cast<int64_t>(g.baseline_family.size());
+    for (const auto& [name, t] : g.expected) {
+      auto it = g.baseline.find(name);
+      if (it == g.baseline.end()) throw Error(path + ": 'baseline/" + name + "' is missing");
+      if (it->second.dim() != 2 || it->second.size(0) != members || it->second.size(1) != 2) {
+        throw Error(path + ": 'baseline/" + name + "' has shape " + shape_string(it->second.sizes()) + ", expected [" +
+                    std::to_string(members) + ", 2] (one row per baseline_family member)");
+      }
+    }
+  }
+  check_finite(path, "baseline", g.baseline);
   check_finite(path, "inputs", g.inputs);
   check_finite(path, "weights", g.weights);
   check_finite(path, "upstream", g.upstream);

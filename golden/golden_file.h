@@ -6,10 +6,11 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace gemma4::golden {
 
-inline constexpr int64_t kFormatVersion = 1;
+inline constexpr int64_t kFormatVersion = 2;  // 2: judged/ (don't-care positions), baseline/ (the family's errors)
 
 // Dataset name relative to a group ("outputs/logits", "x") -> tensor; sorted, so files are written
 // in a fixed order.
@@ -37,6 +38,14 @@ struct GoldenCase {
   TensorMap inputs, weights, upstream;
   TensorMap expected;  // "outputs/<name>" and "grads/<name>"
   TensorMap truth;     // same names, float32; only for bf16/f16
+  // Where a dataset of expected/ is judged: int64, 1 judged, 0 don't-care (implementation-defined;
+  // only required to be finite), broadcastable to the dataset. A dataset without one is judged
+  // everywhere (FORMAT.md, "Don't-care positions").
+  TensorMap judged;
+  // bf16/f16 only: per dataset of expected/, float32 [M, 2]: row m holds the max-abs and RMS error
+  // against truth/ of the baseline family's member baseline_family[m] (FORMAT.md, "Tolerance policy").
+  TensorMap baseline;
+  std::vector<std::string> baseline_family;  // "expected" (this file's expected/) first, then implementations
 
   std::string tolerance_class() const { return dtype == "f32" ? "fp32" : "reduced-precision"; }
 };
@@ -50,7 +59,8 @@ void write_golden(const std::string& path, const GoldenCase& golden);
 // Reads and checks a file: throws gemma4::Error naming the file and the problem (not HDF5, damaged
 // or truncated, wrong format_version, missing attribute or group, truth/ not matching expected/,
 // NaN or infinity in a dataset).
-GoldenCase read_golden(const std::string& path);
+// `need_baseline` false: a bf16/f16 file without baseline/ is accepted (golden baseline fills it in).
+GoldenCase read_golden(const std::string& path, bool need_baseline = true);
 
 torch::ScalarType dtype_from_name(const std::string& name);  // f32 | bf16 | f16
 std::string dtype_name(torch::ScalarType dtype);

@@ -105,8 +105,33 @@ TensorMap make_model_inputs(const Config& c, int64_t batch, int64_t seq_len, uin
   Tensor mask = at::ones({batch, seq_len}, at::kLong);
   if (batch > 1) mask[1].slice(0, 0, kLeftPadding).zero_();
   ids.masked_fill_(mask == 0, std::max<int64_t>(c.pad_token_id, 0));
-  Tensor labels = ids.clone().masked_fill_(mask == 0, -100);
-  return {{"input_ids", ids}, {"labels", labels}, {"attention_mask", mask}};
+  return {{"input_ids", ids}, {"labels", labels_without_padding(ids, mask)}, {"attention_mask", mask}};
+}
+
+Tensor labels_without_padding(const Tensor& input_ids, const Tensor& attention_mask) {
+  // logits[t] predicts labels[t + 1]: a label whose predicting position is padding would make the
+  // loss depend on an implementation-defined row (a query that sees no key).
+  const Tensor real = attention_mask != 0;
+  const Tensor predictor_real = at::cat({at::ones({real.size(0), 1}, real.options()), real.slice(1, 0, -1)}, 1);
+  return input_ids.clone().masked_fill_(~(real & predictor_real), -100);
+}
+
+TensorMap model_judged(const TensorMap& inputs, const TensorMap& expected) {
+  TensorMap out;
+  auto it = inputs.find("attention_mask");
+  if (it == inputs.end() || it->second.ne(0).all().item<bool>()) return out;
+  const Tensor real = it->second.ne(0).to(torch::kInt64).cpu();  // [B, S]
+  const int64_t B = real.size(0), S = real.size(1);
+  for (const auto& [name, t] : expected) {
+    if (name.rfind("outputs/", 0) != 0 || name == "outputs/loss") continue;
+    // K/V are [B, Hkv, S, D]; every other per-position output is [B, S, ...].
+    const bool kv = name.rfind("outputs/shared_kv/", 0) == 0;
+    std::vector<int64_t> shape(t.dim(), 1);
+    shape[0] = B;
+    shape[kv ? 2 : 1] = S;
+    out[name] = real.view(shape);
+  }
+  return out;
 }
 
 TensorMap weights_to_map(const Config& c, const ModelWeights& weights) {

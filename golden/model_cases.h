@@ -42,8 +42,15 @@ std::string released_configs_dir();
 nlohmann::json load_released_config(const std::string& file, const std::string& configs_dir);
 nlohmann::json tiny_config(const ModelCase& model_case, const std::string& configs_dir);
 
-// Seeded inputs: input_ids, labels (-100 on padding), attention_mask (row 1 left-padded by 3).
+// Seeded inputs: input_ids, labels, attention_mask (row 1 left-padded by 3). labels are -100 on
+// padding and wherever the predicting position (t - 1) is padding (FORMAT.md, "Don't-care positions").
 TensorMap make_model_inputs(const Config& config, int64_t batch, int64_t seq_len, uint64_t seed);
+// labels with -100 wherever the token or the position that predicts it is padding.
+torch::Tensor labels_without_padding(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+
+// The judged/ masks of a model case: the per-position outputs (logits, hidden states, attention
+// outputs, shared K/V) are don't-care at padded positions. Empty without padding.
+TensorMap model_judged(const TensorMap& inputs, const TensorMap& expected);
 
 // Weights by name (weight_slots names) and back; from_map casts to dtype and device and throws
 // naming any missing or mis-shaped weight.

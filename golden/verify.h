@@ -14,7 +14,8 @@ namespace gemma4::golden {
 struct TensorCheck {
   std::string name;     // "outputs/logits", "grads/layers.0.mlp.up_proj.weight"
   Verdict verdict;
-  std::string problem;  // set when there was nothing to compare (the reference did not produce it)
+  std::string problem;  // set when there was nothing to compare (the candidate did not produce it)
+  bool pass() const { return problem.empty() && verdict.pass; }
 };
 
 struct VerifyReport {
@@ -25,9 +26,10 @@ struct VerifyReport {
 
 VerifyReport verify_golden(const GoldenCase& golden, const torch::Device& device);
 
-// Judges `candidate` (dataset name -> tensor, as recompute returns) against the golden: fp32 files
-// by check_fp32 against expected/, bf16/f16 files by the FlashAttention rule with expected/ as the
-// same-dtype baseline and truth/ as the truth.
-VerifyReport judge(const GoldenCase& golden, const TensorMap& candidate);
+// Judges `candidate` (dataset name -> tensor, as recompute returns) against the golden on the judged
+// positions (judged/), every value finite: fp32 files by check_fp32 against expected/, bf16/f16
+// files by the family rule against truth/, the baseline family's errors leaving out the member
+// named `candidate_name` (a candidate is never its own baseline).
+VerifyReport judge(const GoldenCase& golden, const TensorMap& candidate, const std::string& candidate_name = "");
 
 }  // namespace gemma4::golden

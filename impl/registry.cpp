@@ -1,7 +1,9 @@
 // The in-tree backends, in the order `gemma4-conform backends` prints them: the reference, the
-// fused CUDA backend where it was built (a CUDA LibTorch and nvcc), then the faulty ones.
+// fused CUDA backend where it was built (a CUDA LibTorch and nvcc), then the legitimate variants,
+// then the faulty ones.
 #include "impl/backend.h"
 #include "impl/faulty/faulty_backends.h"
+#include "impl/variants/variant_backends.h"
 #ifdef GEMMA4_CUDA_BACKEND
 #include "impl/cuda/cuda_backend.h"
 #endif
@@ -27,6 +29,7 @@ const std::vector<Backend>& builtin_backends() {
 #ifdef GEMMA4_CUDA_BACKEND
     all.push_back(cuda_backend());
 #endif
+    for (Backend& b : variant_backends()) all.push_back(std::move(b));
     for (Backend& b : faulty_backends()) all.push_back(std::move(b));
     return all;
   }();

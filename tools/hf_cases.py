@@ -10,13 +10,16 @@ without Python:
                                      shards + model.safetensors.index.json
     inputs.safetensors               int64 input_ids [B,S], labels [B,S] (-100 at padding) and,
                                      for padded cases only, attention_mask [B,S]
-    golden.f32.h5                    golden files, format v1 (golden/FORMAT.md, kind "model"):
+    golden.f32.h5                    golden files, format v2 (golden/FORMAT.md, kind "model"):
     golden.bf16.h5                   inputs/, weights/ (the text model's tensors in the file's
     golden.f16.h5                    dtype), expected/outputs/ (logits, loss, hidden_states/<i>,
                                      attention_output/<l>, shared_kv/<l>/k|v) and expected/grads/,
                                      all from transformers' eager run in that dtype; the bf16 and
                                      f16 files add truth/: the same run in float32 on the same
-                                     rounded weights (the FlashAttention tolerance rule's truth)
+                                     rounded weights (the tolerance rule's truth); judged/
+                                     marks padded positions don't-care, and baseline/ (filled
+                                     by `gemma4-conform golden baseline`) holds the baseline
+                                     family's errors
 
 config.json and the weights are loader fixtures; the golden files are self-contained. The
 expected outputs are computed by a model that transformers loads back from the case directory
@@ -40,6 +43,7 @@ import json
 import math
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -422,7 +426,11 @@ def make_inputs(case: Case, vocab_size: int, seed: int) -> dict[str, torch.Tenso
         attention_mask[row, :left] = 0
         attention_mask[row, case.seq - right :] = 0
     input_ids = torch.where(attention_mask.bool(), input_ids, PAD_ID)
-    labels = torch.where(attention_mask.bool(), input_ids, -100)
+    # logits[t] predicts labels[t + 1]: a label predicted from a padded position would make the
+    # loss depend on an implementation-defined row (golden/FORMAT.md, "Don't-care positions").
+    real = attention_mask.bool()
+    predictor_real = torch.cat([torch.ones_like(real[:, :1]), real[:, :-1]], dim=1)
+    labels = torch.where(real & predictor_real, input_ids, -100)
     inputs = {"input_ids": input_ids, "labels": labels}
     if case.padding:
         inputs["attention_mask"] = attention_mask
@@ -589,7 +597,7 @@ def check_text_model_equivalence(case: Case, model: torch.nn.Module, inputs: dic
 
 
 # --------------------------------------------------------------------------------------------
-# Golden files, format v1 (golden/FORMAT.md, kind "model")
+# Golden files, format v2 (golden/FORMAT.md, kind "model")
 # --------------------------------------------------------------------------------------------
 
 # One file per dtype, golden.<dtype>.h5; the reduced-precision ones carry a float32 truth/.
@@ -695,7 +703,7 @@ def golden_attrs(case: Case, config_path: Path, dtype_name: str, device: str, se
     """Root attributes. `config` is the text part of config.json, as the C++ loader reads it."""
     config = json.loads(config_path.read_text())
     attrs: dict[str, Any] = {
-        "format_version": np.int64(1),
+        "format_version": np.int64(2),
         "kind": "model",
         "case": f"transformers/{case.name}",
         "description": case.description,
@@ -738,6 +746,36 @@ def write_golden(path: Path, attrs: dict[str, Any], datasets: dict[str, torch.Te
                                  compression_opts=9)
 
 
+def judged_masks(inputs: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """judged/ (golden/FORMAT.md): per-position outputs are don't-care at padded positions.
+
+    The same rule as golden/model_cases.cpp model_judged: [B, S, 1...] for [B, S, ...] outputs,
+    [B, 1, S, 1] for the shared K/V [B, Hkv, S, D]; nothing without padding."""
+    mask = inputs.get("attention_mask")
+    if mask is None or bool(mask.bool().all()):
+        return {}
+    real = mask.ne(0).to(torch.int64)
+    out = {}
+    for name, tensor in expected.items():
+        if not name.startswith("outputs/") or name == "outputs/loss":
+            continue
+        shape = [1] * tensor.dim()
+        shape[0] = real.shape[0]
+        shape[2 if name.startswith("outputs/shared_kv/") else 1] = real.shape[1]
+        out[name] = real.view(shape)
+    return out
+
+
+def fill_baselines(case_dir: Path, conform: Path) -> None:
+    """baseline/ of the bf16/f16 files: the C++ reference and its in-tree variants recompute the
+    case and record their errors against truth/ (`gemma4-conform golden baseline`)."""
+    files = [str(case_dir / f"golden.{d}.h5") for d in GOLDEN_DTYPES if d != "f32"]
+    if not conform.exists():
+        raise SystemExit(f"{conform} not found: build it (ci/build.sh) or pass --conform; "
+                         "bf16/f16 golden files need baseline/ (golden/FORMAT.md)")
+    subprocess.run([str(conform), "golden", "baseline", *files], check=True)
+
+
 def generate_golden(case: Case, case_dir: Path, model: torch.nn.Module, inputs: dict[str, torch.Tensor],
                     dtype_name: str, device: str, seed: int) -> dict[str, Any]:
     """One golden file: transformers in `dtype_name`, plus the float32 truth when reduced."""
@@ -752,6 +790,7 @@ def generate_golden(case: Case, case_dir: Path, model: torch.nn.Module, inputs: 
     datasets = {f"inputs/{name}": t for name, t in inputs.items()}
     datasets.update({f"weights/{name}": t for name, t in weights.items()})
     datasets.update({f"expected/{name}": t for name, t in expected.items()})
+    datasets.update({f"judged/{name}": mask for name, mask in judged_masks(inputs, expected).items()})
     if dtype_name != "f32":
         truth_model = load_truth(case, case_dir, dtype, device)
         assert_same_weights(weights, golden_weights(truth_model))
@@ -801,11 +840,12 @@ def directory_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def generate_tiny(case: Case, out: Path, device: str, seed: int) -> None:
+def generate_tiny(case: Case, out: Path, device: str, seed: int, conform: Path) -> None:
     case_dir, model, inputs = prepare_case_dir(case, out, seed)
     for dtype_name in GOLDEN_DTYPES:
         summary = generate_golden(case, case_dir, model, inputs, dtype_name, device, seed)
         print_summary(case, case_dir, summary, label=dtype_name)
+    fill_baselines(case_dir, conform)
 
 
 def generate_geometry(geometry: str, seq: int, out: Path, device: str, seed: int, configs_dir: Path) -> None:
@@ -846,6 +886,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     gen.add_argument("--out", type=Path, required=True, help="output directory")
     gen.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--conform", type=Path, default=REPO_ROOT / "build" / "bin" / "gemma4-conform",
+                     help="the gemma4-conform binary that fills baseline/ of the bf16/f16 files "
+                          "(default build/bin/gemma4-conform)")
 
     geo = sub.add_parser("generate-geometry", help="real geometry, few layers (DIR/geometry_G/...)")
     geo.add_argument("--geometry", required=True, choices=sorted(GEOMETRIES))
@@ -869,7 +912,7 @@ def main(argv: list[str]) -> int:
     if args.command == "generate":
         names = list(TINY_CASES) if args.all else [args.case]
         for name in names:
-            generate_tiny(TINY_CASES[name], args.out, args.device, args.seed)
+            generate_tiny(TINY_CASES[name], args.out, args.device, args.seed, args.conform)
         return 0
     generate_geometry(args.geometry, args.seq, args.out, args.device, args.seed, args.configs)
     return 0
