@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Check that golden files (golden/FORMAT.md, format v1) read in h5py and follow the format.
+"""Check that golden files (golden/FORMAT.md, format v2) read in h5py and follow the format.
 
 The C++ writer and tools/hf_cases.py both write golden files; this script reads them with
 nothing but h5py and NumPy, so a file that passes is usable without the C++ code. For each file:
 
-  - format_version is 1 and the root attributes the file's kind, device and dtype need are there;
+  - format_version is 2 and the root attributes the file's kind, device and dtype need are there;
   - `config` is JSON; inputs/, a non-empty expected/outputs/ and expected/grads/ exist, and
     truth/ exists exactly when dtype is bf16 or f16, with the same dataset paths as expected/;
+  - judged/ masks are int64 0/1, each names a dataset of expected/ and broadcasts to it;
+  - bf16/f16 files carry `baseline_family` (a JSON list of names) and one float32 [M, 2] table of
+    non-negative errors under baseline/ for every dataset of expected/;
   - every float dataset is float32 and finite, every integer dataset int64; in a bf16 or f16
     file the floats under inputs/, weights/ and expected/ are exactly representable in that dtype
     (except the loss, which is computed in float32 in every dtype);
@@ -154,14 +157,14 @@ def read_attrs(f: h5py.File) -> dict[str, object]:
 def check_attrs(attrs: dict[str, object]) -> None:
     if "format_version" not in attrs:
         raise CheckError("no format_version attribute")
-    if attrs["format_version"] != 1:
-        raise CheckError(f"format_version {attrs['format_version']}, this checker reads 1")
+    if attrs["format_version"] != 2:
+        raise CheckError(f"format_version {attrs['format_version']}, this checker reads 2")
     required = list(COMMON_ATTRS)
     required += KIND_ATTRS.get(attrs.get("kind"), ())
     if attrs.get("device") == "cuda":
         required += ["cuda_version", "gpu_name"]
     if attrs.get("dtype") in ("bf16", "f16"):
-        required.append("truth_dtype")
+        required += ["truth_dtype", "baseline_family"]
     missing = [name for name in required if name not in attrs]
     if missing:
         raise CheckError(f"missing root attributes: {', '.join(missing)}")
@@ -201,6 +204,41 @@ def check_groups(f: h5py.File, dtype: str) -> None:
         expected, truth = set(datasets_under(f, "expected")), set(datasets_under(f, "truth"))
         if expected != truth:
             raise CheckError(f"truth/ and expected/ differ in datasets: {sorted(expected ^ truth)[:5]}")
+
+
+def check_judged(f: h5py.File) -> None:
+    """judged/<name>: int64 0/1, broadcastable to expected/<name> (FORMAT.md, Don't-care positions)."""
+    expected = datasets_under(f, "expected")
+    for name, mask in sorted(datasets_under(f, "judged").items()):
+        if name not in expected:
+            raise CheckError(f"judged/{name} names no dataset of expected/")
+        shape = expected[name].shape
+        if mask.dtype != np.dtype("<i8") or len(mask.shape) != len(shape):
+            raise CheckError(f"judged/{name} must be int64 of rank {len(shape)}")
+        if any(m not in (1, s) for m, s in zip(mask.shape, shape)):
+            raise CheckError(f"judged/{name} {mask.shape} does not broadcast to {shape}")
+        if not np.isin(mask[()], (0, 1)).all():
+            raise CheckError(f"judged/{name} holds values other than 0 and 1")
+
+
+def check_baseline(f: h5py.File, attrs: dict[str, object]) -> int:
+    """baseline/<name>: float32 [M, 2] (max-abs, RMS error of each family member). Returns M."""
+    try:
+        family = json.loads(attrs["baseline_family"])
+    except json.JSONDecodeError as e:
+        raise CheckError(f"baseline_family is not JSON: {e}") from None
+    if not isinstance(family, list) or not family or not all(isinstance(m, str) for m in family):
+        raise CheckError("baseline_family must be a non-empty JSON list of names")
+    tables = datasets_under(f, "baseline")
+    for name in sorted(datasets_under(f, "expected")):
+        if name not in tables:
+            raise CheckError(f"baseline/{name} is missing")
+        table = tables[name]
+        if table.shape != (len(family), 2):
+            raise CheckError(f"baseline/{name} is {table.shape}, expected ({len(family)}, 2): one row per member")
+        if (table[()] < 0).any():
+            raise CheckError(f"baseline/{name} holds a negative error")
+    return len(family)
 
 
 def check_datasets(f: h5py.File, dtype: str) -> int:
@@ -247,8 +285,11 @@ def check_file(path: Path) -> str:
         check_attrs(attrs)
         dtype = attrs["dtype"]
         check_groups(f, dtype)
+        check_judged(f)
         count = check_datasets(f, dtype)
         summary = f"kind={attrs['kind']} dtype={dtype} datasets={count}"
+        if dtype != "f32":
+            summary += f" baseline members={check_baseline(f, attrs)}"
         if attrs.get("weights") == "stored" and attrs["generator"].startswith("reference"):
             regenerated = check_generated_weights(f, int(attrs["seed"]), dtype)
             summary += f" weights regenerated {regenerated}/{regenerated}"

@@ -44,6 +44,7 @@ std::map<std::string, Shape> documented_output_shapes(const OpCase& c) {
     return {{"q", {B, S, p(c, "num_attention_heads"), D}}, {"k", {B, Hkv, S, D}}, {"v", {B, Hkv, S, D}}};
   }
   if (c.op == "attention") return {{"out", {B, S, p(c, "num_attention_heads") * p(c, "head_dim")}}};
+  if (c.op == "geglu") return {{"out", {B, S, p(c, "intermediate_size")}}};
   if (c.op == "ple_inputs") {
     return {{"per_layer_inputs", {B, S, p(c, "num_hidden_layers"), p(c, "hidden_size_per_layer_input")}}};
   }

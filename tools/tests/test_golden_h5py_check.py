@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Negative controls of tools/golden_h5py_check.py: a committed golden file passes, and copies of
 it with a wrong seed (the weights no longer follow the generator), a NaN in expected/, a
-bf16 value that is not representable, and a missing attribute each fail with a message."""
+bf16 value that is not representable, a missing attribute, a judged/ mask that does not
+broadcast, and a baseline/ table with a row missing each fail with a message."""
 from __future__ import annotations
 
 import shutil
@@ -37,6 +38,14 @@ def set_first(dataset_path: str, value: float):
     return mutate
 
 
+def replace(dataset_path: str, value: np.ndarray):
+    def mutate(f):
+        if dataset_path in f:
+            del f[dataset_path]
+        f[dataset_path] = value
+    return mutate
+
+
 def main(argv: list[str]) -> int:
     source = Path(argv[1])  # a reference-made bf16 model golden
     failures = []
@@ -49,6 +58,8 @@ def main(argv: list[str]) -> int:
             "NaN": (set_first("expected/outputs/logits", np.nan), "non-finite"),
             "not bf16": (set_first("expected/outputs/logits", 1.0 + 2.0 ** -20), "not bf16"),
             "no dtype": (lambda f: f.attrs.__delitem__("dtype"), "missing root attributes"),
+            "bad mask": (replace("judged/outputs/logits", np.ones((3, 1, 1), dtype=np.int64)), "does not broadcast"),
+            "short table": (replace("baseline/outputs/logits", np.zeros((1, 2), dtype=np.float32)), "one row per member"),
         }
         for label, (mutate, phrase) in cases.items():
             result = run(mutated(source, tmp, label.replace(" ", "_") + ".h5", mutate))
