@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(ForwardConfig<D>::THREADS, 1) attention_forwar
     l[r] += __shfl_xor_sync(0xffffffff, l[r], 2);
     inv[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
     // A row that sees no key at all (all padding) gets o = 0 and lse = +inf, so the backward's
-    // exp(s - lse) is 0 for it; the op gives such rows the reference's uniform average.
+    // exp(s - lse) is 0 for it: a don't-care row (golden/FORMAT.md), finite in both directions.
     if (split == 0 && lane % 4 == 0 && rows[r] < s.seq) {
       a.lse[(int64_t(b) * s.q_heads + h) * s.seq + rows[r]] = l[r] > 0.f ? m[r] + logf(l[r]) : INFINITY;
     }

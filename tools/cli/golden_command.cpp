@@ -37,12 +37,6 @@ const char* kGoldenHelp =
     "  show FILE             print a file's attributes and datasets\n\n"
     "gemma4-conform golden <subcommand> --help for its options.\n";
 
-std::string fmt(double v, int precision = 3) {
-  std::ostringstream s;
-  s << std::setprecision(precision) << (std::abs(v) >= 1e-3 || v == 0 ? std::fixed : std::scientific) << v;
-  return s.str();
-}
-
 std::string sci(double v) {
   std::ostringstream s;
   s << std::scientific << std::setprecision(2) << v;
