@@ -12,6 +12,7 @@ int forward_command(const std::vector<std::string>& args);
 int golden_command(const std::vector<std::string>& args);
 int backends_command(const std::vector<std::string>& args);
 int conform_command(const std::vector<std::string>& args);
+int calibrate_command(const std::vector<std::string>& args);
 int bench_compare_command(const std::vector<std::string>& args);
 
 // Shared option values.

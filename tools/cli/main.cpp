@@ -24,6 +24,8 @@ const Command kCommands[] = {
     {"golden", "golden tensors: list, generate, verify, diff, show (golden/FORMAT.md)", gemma4::cli::golden_command},
     {"backends", "list the backends (name, description)", gemma4::cli::backends_command},
     {"conform", "run the conformance suite against a backend", gemma4::cli::conform_command},
+    {"calibrate", "run the suite over every variant and faulty backend; print the separation table",
+     gemma4::cli::calibrate_command},
     {"bench-compare", "compare two gemma4-bench JSON reports; exit 1 on a performance regression",
      gemma4::cli::bench_compare_command},
 };
