@@ -15,6 +15,7 @@
 
 #include "reference/error.h"
 #include "reference/files.h"
+#include "impl/plugin_loader.h"
 #include "tools/cli/args.h"
 #include "tools/cli/calibration.h"
 #include "tools/cli/commands.h"
@@ -87,7 +88,8 @@ int calibrate_command(const std::vector<std::string>& argv) {
       {"dtype", "LIST|all", "dtypes, comma-separated (default all: f32,bf16,f16)"},
       {"isa", "native|auto|LIST", "CPU ISA levels: native (default), auto (every level this CPU offers) or names "
                                   "(AVX2, AVX512_CORE, AVX512_CORE_VNNI, AVX512_CORE_BF16, AVX10_1_512, ...)"},
-      {"backends", "REGEX", "only the backends whose name matches"},
+      {"backends", "REGEX", "only the in-tree backends whose name matches"},
+      {"backend-lib", "PATH[,PATH...]", "also out-of-tree plugins, held to the kind they declare (variant or faulty)"},
       {"jobs", "N", "runs at a time (default: the number of cores)"},
       {"timeout", "SECONDS", "kill a run after this long (default 1800)"},
       {"work-dir", "DIR", "where each run's report and log go (default a new temporary directory)"},
@@ -130,8 +132,26 @@ int calibrate_command(const std::vector<std::string>& argv) {
   const std::string work_dir = args.has("work-dir") ? args.get("work-dir") : files::make_temp_directory("gemma4_calibrate_");
   files::make_directories(work_dir);
 
-  std::vector<CalibrationRun> runs = plan_runs(dtypes, isas, device, args.get("backends"), work_dir);
-  if (runs.empty()) throw Error("no backend matches --backends '" + args.get("backends") + "'");
+  std::vector<Subject> subjects = builtin_subjects(args.get("backends"));
+  static std::vector<impl::Backend> plugins;  // the subjects point into it for the whole run
+  {
+    std::istringstream in(args.get("backend-lib"));
+    std::vector<std::string> paths;
+    for (std::string path; std::getline(in, path, ',');) {
+      if (!path.empty()) paths.push_back(path);
+    }
+    plugins.reserve(paths.size());
+    for (const std::string& path : paths) {
+      plugins.push_back(impl::load_plugin(path));
+      if (plugins.back().kind != impl::BackendKind::kVariant && plugins.back().kind != impl::BackendKind::kFaulty) {
+        throw Error(path + ": plugin '" + plugins.back().name + "' declares kind '" +
+                    impl::backend_kind_name(plugins.back().kind) + "'; calibrate needs a variant or a faulty backend");
+      }
+      subjects.push_back({&plugins.back(), {"--backend-lib", path}});
+    }
+  }
+  if (subjects.empty()) throw Error("no backend matches --backends '" + args.get("backends") + "'");
+  std::vector<CalibrationRun> runs = plan_runs(subjects, dtypes, isas, device, work_dir);
   std::cout << "gemma4-conform calibrate: " << runs.size() << " runs on " << device << " (" << jobs
             << " at a time), reports in " << work_dir << "\n";
   // Runs side by side share the cores: each gets its share of threads unless told otherwise.

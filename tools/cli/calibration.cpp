@@ -111,14 +111,27 @@ std::vector<IsaLevel> parse_isa_levels(const std::string& list) {
   return out;
 }
 
-std::vector<CalibrationRun> plan_runs(const std::vector<std::string>& dtypes, const std::vector<IsaLevel>& isas,
-                                      const std::string& device, const std::string& backend_filter,
-                                      const std::string& work_dir) {
-  const std::regex filter(backend_filter.empty() ? ".*" : backend_filter);
-  std::vector<CalibrationRun> runs;
+std::vector<Subject> builtin_subjects(const std::string& filter_text) {
+  std::regex filter;
+  try {
+    filter = std::regex(filter_text.empty() ? ".*" : filter_text);
+  } catch (const std::regex_error& e) {
+    throw Error("--backends '" + filter_text + "' is not a regular expression: " + e.what());
+  }
+  std::vector<Subject> out;
   for (const impl::Backend& b : impl::builtin_backends()) {
     if (!is_legitimate(b) && b.kind != impl::BackendKind::kFaulty) continue;
-    if (!std::regex_search(b.name, filter)) continue;
+    if (std::regex_search(b.name, filter)) out.push_back({&b, {"--backend", b.name}});
+  }
+  return out;
+}
+
+std::vector<CalibrationRun> plan_runs(const std::vector<Subject>& subjects, const std::vector<std::string>& dtypes,
+                                      const std::vector<IsaLevel>& isas, const std::string& device,
+                                      const std::string& work_dir) {
+  std::vector<CalibrationRun> runs;
+  for (const Subject& subject : subjects) {
+    const impl::Backend& b = *subject.backend;
     for (const std::string& dtype : dtypes) {
       for (const IsaLevel& isa : isas) {
         if (device == "cuda" && isa.name != "native") continue;  // the ISA levels are the CPU's
@@ -130,7 +143,8 @@ std::vector<CalibrationRun> plan_runs(const std::vector<std::string>& dtypes, co
                      : (b.below_reduced_precision && dtype != "f32")   ? Expectation::kMayPass
                                                                         : Expectation::kFail;
         const std::string stem = files::join(work_dir, b.name + "." + dtype + "." + isa.name);
-        run.job.args = {"conform", "--backend", b.name, "--device", device, "--dtype", dtype, "--report", stem + ".json"};
+        run.job.args = {"conform", subject.select[0], subject.select[1], "--device", device, "--dtype", dtype,
+                        "--report", stem + ".json"};
         // A faulty backend runs the categories where its bug must show, not the whole suite.
         if (b.kind == impl::BackendKind::kFaulty) {
           run.job.args.push_back("--filter");

@@ -46,10 +46,18 @@ struct CalibrationRun {
   std::string finding;     // one line: what happened against what was expected
 };
 
-// One run per backend (kinds reference, fused, variant, faulty; those matching `backend_filter`),
-// dtype and ISA level (CPU; on CUDA only "native"). Faulty backends run only their categories.
-std::vector<CalibrationRun> plan_runs(const std::vector<std::string>& dtypes, const std::vector<IsaLevel>& isas,
-                                      const std::string& device, const std::string& backend_filter,
+// A backend to calibrate and how `conform` selects it: {"--backend", name} or {"--backend-lib", path}.
+struct Subject {
+  const impl::Backend* backend;
+  std::vector<std::string> select;
+};
+// The in-tree backends of kinds reference, fused, variant and faulty whose name matches `filter`.
+std::vector<Subject> builtin_subjects(const std::string& filter);
+
+// One run per subject, dtype and ISA level (CPU; on CUDA only "native"). A faulty backend runs only
+// the categories where its bug must show; a plugin is held to its declared kind like any backend.
+std::vector<CalibrationRun> plan_runs(const std::vector<Subject>& subjects, const std::vector<std::string>& dtypes,
+                                      const std::vector<IsaLevel>& isas, const std::string& device,
                                       const std::string& work_dir);
 // Reads the run's report and decides `as_expected` and `finding`.
 void judge_run(CalibrationRun& run);

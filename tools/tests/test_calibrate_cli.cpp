@@ -1,0 +1,90 @@
+// `gemma4-conform calibrate` through the real binary: a legitimate variant and a faulty backend
+// come out as expected, with the separation table and JSON; backends that lie about their kind
+// (a "variant" with a bug, a "faulty" backend that is correct) are caught and fail the run; bad
+// options give one-line errors. The whole calibration runs as its own CTest test (`calibrate`).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "reference/files.h"
+#include "tools/tests/cli_runner.h"
+
+namespace gemma4 {
+namespace {
+
+using test::CliResult;
+using test::expect_one_line_error;
+using test::run_cli;
+
+struct Calibration {
+  CliResult cli;
+  nlohmann::json report;
+};
+
+Calibration calibrate(const std::string& args) {
+  const std::string dir = files::make_temp_directory("gemma4_calibrate_test_");
+  const std::string report = files::join(dir, "calibration.json");
+  Calibration c{run_cli("calibrate --jobs 1 --work-dir " + dir + " --report " + report + " " + args), {}};
+  std::ifstream in(report);
+  if (in) c.report = nlohmann::json::parse(in);
+  return c;
+}
+
+TEST(CalibrateCli, AVariantPassesAndAFaultyBackendFailsWhereItSays) {
+  const Calibration c = calibrate("--dtype f32,bf16 --backends '^(variant-fused-geglu|faulty-one-plus-w-norm)$'");
+  EXPECT_EQ(c.cli.exit_code, 0) << c.cli.out << c.cli.err;
+  ASSERT_EQ(c.report.at("runs").size(), 4u) << c.cli.out;
+  for (const auto& run : c.report.at("runs")) {
+    EXPECT_TRUE(run.at("as_expected").get<bool>()) << run.dump();
+    EXPECT_EQ(run.at("expected"), run.at("kind") == "variant" ? "pass" : "fail") << run.dump();
+  }
+  // The separation table: per dtype and category, the golden rows separate with margin.
+  bool golden_rows = false;
+  for (const auto& s : c.report.at("separation")) {
+    if (s.at("category") != "golden") continue;
+    golden_rows = true;
+    EXPECT_TRUE(s.at("separated").get<bool>()) << s.dump();
+    EXPECT_LE(s.at("worst_legitimate_ratio").get<double>(), 1.0) << s.dump();
+    EXPECT_GT(s.at("weakest_faulty_ratio").get<double>(), 1.0) << s.dump();
+    EXPECT_EQ(s.at("weakest_faulty_by"), "faulty-one-plus-w-norm");
+  }
+  EXPECT_TRUE(golden_rows);
+  EXPECT_NE(c.cli.out.find("separation"), std::string::npos);
+  EXPECT_NE(c.cli.out.find("PASS: 4/4 runs as expected"), std::string::npos) << c.cli.out;
+}
+
+// The negative controls of the calibration itself: a bug that claims to be legitimate, and a
+// correct backend that claims a bug.
+TEST(CalibrateCli, BackendsThatLieAboutTheirKindAreCaught) {
+  const Calibration c = calibrate(std::string("--dtype f32 --backends '^$' --backend-lib ") + GEMMA4_MISLABELLED_VARIANT +
+                                  "," + GEMMA4_MISLABELLED_FAULTY);
+  EXPECT_EQ(c.cli.exit_code, 1) << c.cli.out << c.cli.err;
+  ASSERT_EQ(c.report.at("runs").size(), 2u) << c.cli.out;
+  for (const auto& run : c.report.at("runs")) {
+    EXPECT_FALSE(run.at("as_expected").get<bool>()) << run.dump();
+    if (run.at("backend") == "mislabelled-variant") {
+      EXPECT_NE(run.at("finding").get<std::string>().find("FAILS"), std::string::npos) << run.dump();
+    } else {
+      EXPECT_NE(run.at("finding").get<std::string>().find("PASSES in golden"), std::string::npos) << run.dump();
+    }
+  }
+  for (const auto& s : c.report.at("separation")) {
+    if (s.at("category") == "golden") EXPECT_FALSE(s.at("separated").get<bool>()) << s.dump();
+  }
+  EXPECT_NE(c.cli.out.find("FAIL: 0/2 runs as expected"), std::string::npos) << c.cli.out;
+}
+
+TEST(CalibrateCli, BadOptionsGiveOneLineErrors) {
+  expect_one_line_error(run_cli("calibrate --dtype f8"), 2, "--dtype must be f32, bf16 or f16, got 'f8'");
+  expect_one_line_error(run_cli("calibrate --isa AVX9000"), 1, "ISA level 'AVX9000' is not offered by this CPU");
+  expect_one_line_error(run_cli("calibrate --backends '('"), 1, "not a regular expression");
+  expect_one_line_error(run_cli("calibrate --backends nothing-matches"), 1, "no backend matches");
+  expect_one_line_error(run_cli("calibrate --jobs 0"), 2, "must be positive");
+  expect_one_line_error(run_cli(std::string("calibrate --backend-lib ") + GEMMA4_EXAMPLE_PLUGIN), 1,
+                        "calibrate needs a variant or a faulty backend");
+  EXPECT_EQ(run_cli("calibrate --help").exit_code, 0);
+}
+
+}  // namespace
+}  // namespace gemma4
