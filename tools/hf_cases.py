@@ -30,6 +30,9 @@ with from_pretrained, so they also prove that the files on disk are what transfo
 expected.h5 / expected_bf16.h5 with logits, hidden_states/<i>, loss and grads/<checkpoint key>.
 
 Subcommands:
+    defaults --out FILE                      what transformers makes of a config.json that gives only
+                                             the required fields (every default, RoPE's inv_freq per
+                                             layer type): the reference's defaults are tested on it
     list                                     tiny case names
     generate --case NAME|--all --out DIR     tiny CPU-sized cases (committed as golden data)
     generate-geometry --geometry G --out DIR real layer geometry, few layers, for a GPU host
@@ -57,6 +60,7 @@ from safetensors.torch import save_file
 from transformers import Gemma4Config, Gemma4ForCausalLM, Gemma4ForConditionalGeneration, Gemma4TextConfig
 from transformers.models.gemma4.modeling_gemma4 import (
     Gemma4RMSNorm,
+    Gemma4TextRotaryEmbedding,
     Gemma4TextDecoderLayer,
     Gemma4TextExperts,
     Gemma4TextModel,
@@ -873,11 +877,50 @@ def print_summary(case: Case, case_dir: Path, summary: dict[str, Any], label: st
 # Command line
 # --------------------------------------------------------------------------------------------
 
+# The fields a config.json must give (reference/config.cpp kRequiredFields); everything else is
+# left to transformers' defaults.
+MINIMAL_CONFIG = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=7,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+DEFAULT_FIELDS = ("sliding_window", "rms_norm_eps", "tie_word_embeddings", "pad_token_id", "final_logit_softcapping",
+                  "hidden_size_per_layer_input", "vocab_size_per_layer_input", "attention_k_eq_v",
+                  "use_double_wide_mlp", "num_kv_shared_layers", "enable_moe_block", "layer_types",
+                  "hidden_activation", "use_bidirectional_attention")
+
+
+def write_defaults(out: Path) -> None:
+    """transformers' own resolution of MINIMAL_CONFIG: the defaulted fields, each layer type's head
+    dim, and RoPE's inverse frequencies per layer type from Gemma4TextRotaryEmbedding itself."""
+    config = Gemma4TextConfig(**MINIMAL_CONFIG)
+    resolved = config.to_dict()
+    rotary = Gemma4TextRotaryEmbedding(config)
+    rope = {}
+    for layer_type in rotary.layer_types:
+        rope[layer_type] = {
+            **config.rope_parameters[layer_type],
+            "head_dim": int(config.per_layer_config[layer_type].head_dim),
+            "inv_freq": [float(x) for x in getattr(rotary, f"{layer_type}_inv_freq").double()],
+            "attention_scaling": float(getattr(rotary, f"{layer_type}_attention_scaling")),
+        }
+    document = {
+        "generator": f"transformers {transformers.__version__}",
+        "description": "what transformers makes of a config.json with only the required fields "
+                       "(tools/hf_cases.py defaults); reference/tests/test_config.cpp holds the reference to it",
+        "config": {"model_type": "gemma4_text", **MINIMAL_CONFIG},
+        "resolved": {field: resolved.get(field) for field in DEFAULT_FIELDS},
+        "rope": rope,
+    }
+    out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {out}")
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("list", help="print the tiny case names, one per line")
+
+    defaults = sub.add_parser("defaults", help="write transformers' defaults for a minimal config.json (JSON)")
+    defaults.add_argument("--out", type=Path, required=True)
 
     gen = sub.add_parser("generate", help="write tiny cases (DIR/NAME/...)")
     which = gen.add_mutually_exclusive_group(required=True)
@@ -909,6 +952,9 @@ def main(argv: list[str]) -> int:
     # Keep the per-case summary readable (the forced-full last layer of `moe` warns by design).
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
+    if args.command == "defaults":
+        write_defaults(args.out)
+        return 0
     if args.command == "generate":
         names = list(TINY_CASES) if args.all else [args.case]
         for name in names:

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "reference/config.h"
+#include "reference/ops.h"
 #include "reference/error.h"
 #include "reference/tests/test_support.h"
 
@@ -246,6 +247,50 @@ TEST(ConfigErrors, MoeFields) {
   j = test::tiny_moe_config();
   j["top_k_experts"] = 5;
   expect_error(j, "'top_k_experts' (5) exceeds num_experts (4)");
+  // The boundary: every expert chosen for every token is a valid (dense) mixture.
+  j["top_k_experts"] = 4;
+  EXPECT_EQ(parse_config(j).top_k_experts, 4);
+}
+
+// What transformers makes of a config.json that gives only the required fields, recorded by
+// transformers itself (tools/hf_cases.py defaults -> golden/transformers/defaults.json): every
+// default the reference fills in, and RoPE's inverse frequencies per layer type as
+// Gemma4TextRotaryEmbedding computes them.
+TEST(Config, DefaultsAreTransformers) {
+  const json fixture = read_json(std::string(GEMMA4_SOURCE_DIR) + "/golden/transformers/defaults.json");
+  const Config c = parse_config(fixture.at("config"));
+  const json& d = fixture.at("resolved");
+  EXPECT_EQ(c.sliding_window, d.at("sliding_window").get<int64_t>());
+  EXPECT_EQ(c.rms_norm_eps, d.at("rms_norm_eps").get<double>());
+  EXPECT_EQ(c.tie_word_embeddings, d.at("tie_word_embeddings").get<bool>());
+  EXPECT_EQ(c.pad_token_id, d.at("pad_token_id").get<int64_t>());
+  EXPECT_EQ(c.final_logit_softcapping.has_value(), !d.at("final_logit_softcapping").is_null());
+  EXPECT_EQ(c.hidden_size_per_layer_input, d.at("hidden_size_per_layer_input").get<int64_t>());
+  EXPECT_EQ(c.vocab_size_per_layer_input, d.at("vocab_size_per_layer_input").get<int64_t>());
+  EXPECT_EQ(c.attention_k_eq_v, d.at("attention_k_eq_v").get<bool>());
+  EXPECT_EQ(c.use_double_wide_mlp, d.at("use_double_wide_mlp").get<bool>());
+  EXPECT_EQ(c.num_kv_shared_layers, d.at("num_kv_shared_layers").get<int64_t>());
+  EXPECT_EQ(c.enable_moe_block, d.at("enable_moe_block").get<bool>());
+  EXPECT_EQ(c.hidden_activation, d.at("hidden_activation").get<std::string>());
+  EXPECT_EQ(c.bidirectional, d.at("use_bidirectional_attention") == "all");
+  ASSERT_EQ(c.layer_types.size(), d.at("layer_types").size());
+  for (size_t l = 0; l < c.layer_types.size(); ++l) EXPECT_EQ(layer_type_name(c.layer_types[l]), d.at("layer_types")[l]);
+  for (const auto& [name, rope] : fixture.at("rope").items()) {
+    SCOPED_TRACE(name);
+    const LayerType type = name == "sliding_attention" ? LayerType::kSliding : LayerType::kFull;
+    const RopeParameters& r = c.rope.at(type);
+    EXPECT_EQ(r.rope_type, rope.at("rope_type").get<std::string>());
+    EXPECT_EQ(r.theta, rope.at("rope_theta").get<double>());
+    EXPECT_EQ(r.partial_rotary_factor, rope.value("partial_rotary_factor", 1.0));
+    int64_t head_dim = 0;
+    for (const LayerSpec& s : c.layers) head_dim = s.type == type ? s.head_dim : head_dim;
+    EXPECT_EQ(head_dim, rope.at("head_dim").get<int64_t>());
+    const std::vector<double> want = rope.at("inv_freq").get<std::vector<double>>();
+    const torch::Tensor got = rope_inv_freq(r, head_dim).to(torch::kFloat64);
+    ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size()));
+    // Both compute in float32; a different order of the same operations may move the last bit.
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i].item<double>(), want[i], 2e-7 * want[i] + 1e-12) << i;
+  }
 }
 
 TEST(ConfigErrors, NotAGemma4TextConfig) {

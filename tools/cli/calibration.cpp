@@ -69,6 +69,10 @@ std::string join_categories(const std::vector<Category>& categories, const char*
   return out;
 }
 
+torch::ScalarType parse_dtype_name(const std::string& dtype) {
+  return dtype == "bf16" ? torch::kBFloat16 : dtype == "f16" ? torch::kFloat16 : torch::kFloat32;
+}
+
 }  // namespace
 
 const char* expectation_name(Expectation e) {
@@ -135,6 +139,8 @@ std::vector<CalibrationRun> plan_runs(const std::vector<Subject>& subjects, cons
     for (const std::string& dtype : dtypes) {
       for (const IsaLevel& isa : isas) {
         if (device == "cuda" && isa.name != "native") continue;  // the ISA levels are the CPU's
+        // A backend for another device or dtype (the cuda one on the CPU, or in f32) has nothing to show.
+        if (!b.capabilities.unsupported(torch::Device(device), parse_dtype_name(dtype)).empty()) continue;
         CalibrationRun run;
         run.backend = &b;
         run.dtype = dtype;
