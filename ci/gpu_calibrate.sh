@@ -32,7 +32,7 @@ calibrate_stage() {
 }
 
 if has cpu; then
-  lscpu | grep -E "Model name|Flags" | cut -c1-300 > "$OUT/cpu.txt"
+  lscpu | grep -E "Model name|Flags" | cut -c1-300 > "$OUT/cpu-model.txt"
   calibrate_stage cpu --isa auto --jobs "${JOBS:-8}"
 fi
 if has cuda; then

@@ -76,7 +76,8 @@ void print_separation(const std::vector<Separation>& table) {
     std::cout << "  " << pad(s.dtype, 5) << pad(conformance::category_name(s.category), 24)
               << pad(ratio_text(s.worst_legitimate), 17)
               << pad(s.faulty_backends ? ratio_text(s.weakest_faulty) : "-", 15) << (s.separated() ? "" : "NOT SEPARATED  ")
-              << s.worst_legitimate_at << (s.faulty_backends ? " / " + s.weakest_faulty_by : "") << "\n";
+              << (s.worst_legitimate > 0 ? s.worst_legitimate_at : "-") << " / " << (s.faulty_backends ? s.weakest_faulty_by : "-")
+              << "\n";
   }
 }
 
