@@ -111,12 +111,16 @@ void expect_op_bug(const std::string& name, const nlohmann::json& config_json) {
 
 TEST(FaultyBackends, NamesAndDescriptions) {
   const std::vector<Backend> all = faulty_backends();
-  ASSERT_EQ(all.size(), 11u);
+  ASSERT_EQ(all.size(), 21u);  // 11 GEMMA4.md failure modes, 10 numeric bug classes from public reports
   for (const Backend& b : all) {
     EXPECT_EQ(b.name.rfind("faulty-", 0), 0u) << b.name;
     EXPECT_FALSE(b.description.empty()) << b.name;
     EXPECT_TRUE(b.capabilities.deterministic) << b.name;
+    EXPECT_EQ(b.kind, BackendKind::kFaulty) << b.name;
+    EXPECT_FALSE(b.fails_in.empty()) << b.name;
   }
+  // Each numeric bug names where it was reported.
+  for (const Backend& b : faulty_numeric_backends()) EXPECT_NE(b.description.find("(https://github.com/"), std::string::npos) << b.name;
 }
 
 TEST(FaultyBackends, NoWindow) { expect_op_bug("faulty-no-window", test::tiny_shared_kv_config()); }
