@@ -126,6 +126,31 @@ TEST(GoldenFile, BadFilesAreRefusedNamingTheProblem) {
   EXPECT_NE(error_of([&] { read_golden(stray_mask); }).find("names no dataset"), std::string::npos);
 }
 
+// The committed model goldens store their weights and inputs, so conform never regenerates them; the
+// generator (reference/counter_random, reference/weights) must still make them bit for bit from the
+// file's seed, or a regenerated golden would silently differ (mutations of the generator's constants
+// survived the suite: tools/mutation). Negative control: another seed differs.
+TEST(GoldenFile, CommittedModelWeightsAndInputsAreTheSeededOnes) {
+  for (const char* name : {"e2b", "26b-a4b"}) {
+    const GoldenCase g = read_golden(std::string(GEMMA4_SOURCE_DIR) + "/golden/reference/model/" + name + ".f32.h5", false);
+    ASSERT_EQ(g.weights_mode, "stored") << name;
+    const Config config = parse_config(g.config);
+    for (uint64_t seed : {g.seed, g.seed + 1}) {
+      const TensorMap weights = weights_to_map(config, random_weights(config, seed, torch::kFloat32, torch::kCPU));
+      const torch::Tensor& ids = g.inputs.at("input_ids");
+      const TensorMap inputs = make_model_inputs(config, ids.size(0), ids.size(1), seed);
+      int differing = 0;
+      for (const auto& [key, stored] : g.weights) differing += !torch::equal(weights.at(key), stored);
+      differing += !torch::equal(inputs.at("input_ids"), ids);
+      if (seed == g.seed) {
+        EXPECT_EQ(differing, 0) << name << ": tensors that the seed no longer makes";
+      } else {
+        EXPECT_EQ(differing, static_cast<int>(g.weights.size()) + 1) << name << ": seed " << seed;
+      }
+    }
+  }
+}
+
 TEST(GoldenVerify, ReferenceCasesVerifyAndAMutatedTensorFails) {
   for (torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16}) {
     GoldenCase g = generate("model/31b", dtype);

@@ -203,6 +203,18 @@ TEST(ConfigErrors, HeadsNotDivisibleByKvHeads) {
   expect_error(j, "layer 0 (sliding_attention): num_attention_heads 4 is not divisible by num_key_value_heads 3");
 }
 
+// One KV-shared layer still has a source that stores its K/V (a mutation that stored K/V only when
+// two or more layers share survived the suite: tools/mutation).
+TEST(Config, OneSharedLayerReadsAStoringSource) {
+  json j = test::tiny_shared_kv_config();
+  j["num_kv_shared_layers"] = 1;
+  const Config c = parse_config(j);
+  for (int l = 0; l < 6; ++l) EXPECT_FALSE(c.layers[l].kv_shared) << "layer " << l;
+  EXPECT_TRUE(c.layers[6].kv_shared);
+  EXPECT_EQ(c.layers[6].kv_source, 2);
+  EXPECT_TRUE(c.layers[2].stores_kv);
+}
+
 TEST(ConfigErrors, UnknownRopeType) {
   json j = test::tiny_moe_config();
   j["rope_parameters"] = {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}},

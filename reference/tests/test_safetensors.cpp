@@ -237,6 +237,17 @@ TEST(SafetensorsDamage, MissingField) {
   expect_refused(R"({"w": {"dtype": "F32", "shape": [1]}})", "abcd", "tensor 'w': missing or malformed 'data_offsets'");
 }
 
+// Each half of "missing or malformed": a mutation that joins them with && instead of || survived
+// the suite (tools/mutation).
+TEST(SafetensorsDamage, MissingShape) {
+  expect_refused(R"({"w": {"dtype": "F32", "data_offsets": [0, 4]}})", "abcd", "tensor 'w': missing or malformed 'shape'");
+}
+
+TEST(SafetensorsDamage, ShapeNotAList) {
+  expect_refused(R"({"w": {"dtype": "F32", "shape": 1, "data_offsets": [0, 4]}})", "abcd",
+                 "tensor 'w': missing or malformed 'shape'");
+}
+
 TEST(SafetensorsDamage, NegativeDimension) {
   expect_refused(R"({"w": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", "abcd",
                  "is not a list of non-negative integers");

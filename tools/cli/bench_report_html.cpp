@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "reference/error.h"
+#include "tools/cli/markup.h"
 
 namespace gemma4::cli {
 namespace {
@@ -27,20 +28,6 @@ tr.faster td { background: #cfc; }
 // Plot geometry of one chart, in SVG pixels.
 constexpr double kWidth = 720, kHeight = 320;
 constexpr double kLeft = 70, kRight = 540, kTop = 20, kBottom = 270;
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string num(double v) {
   std::ostringstream s;
@@ -125,7 +112,7 @@ std::string line(double x1, double y1, double x2, double y2, const std::string& 
 }
 
 std::string text(double x, double y, const std::string& s, const std::string& attributes = "") {
-  return "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\" " + attributes + ">" + escape(s) + "</text>\n";
+  return "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\" " + attributes + ">" + xml_escape(s) + "</text>\n";
 }
 
 std::string svg_chart(const Chart& chart) {
@@ -184,9 +171,9 @@ std::string svg_chart(const Chart& chart) {
              (is_base ? " stroke-dasharray=\"6 4\"" : "") + " points=\"" + coordinates + "\"/>\n";
       for (const auto& [s, v] : points) {
         svg += "<circle cx=\"" + num(x_of(s)) + "\" cy=\"" + num(y_of(v)) + "\" r=\"3\" stroke=\"" + colour +
-               "\" fill=\"" + (is_base ? "white" : colour) + "\"><title>" + escape(backends[b]) +
+               "\" fill=\"" + (is_base ? "white" : colour) + "\"><title>" + xml_escape(backends[b]) +
                (is_base ? " base" : " new") + ", S " + std::to_string(s) + ": " + format_number(v) + " " +
-               escape(chart.metric) + "</title></circle>\n";
+               xml_escape(chart.metric) + "</title></circle>\n";
       }
     }
     const double y = kTop + 10 + 18 * static_cast<double>(b);
@@ -213,19 +200,19 @@ std::string table(const std::vector<Comparison>& rows) {
       "<th>verdict</th></tr>\n";
   for (const Comparison& c : rows) {
     const double base = c.base ? c.base->median_seconds : NAN, current = c.current ? c.current->median_seconds : NAN;
-    html += "<tr class=\"" + css_class(c.verdict) + "\"><td>" + escape(c.name) + "</td><td class=\"num\">" +
+    html += "<tr class=\"" + css_class(c.verdict) + "\"><td>" + xml_escape(c.name) + "</td><td class=\"num\">" +
             format_seconds(base) + "</td><td class=\"num\">" + format_seconds(current) + "</td><td class=\"num\">" +
             format_percent(c.change_percent) + "</td><td class=\"num\">" + format_p(c.p) + "</td><td>" +
-            verdict_name(c.verdict) + (c.note.empty() ? "" : " (" + escape(c.note) + ")") + "</td></tr>\n";
+            verdict_name(c.verdict) + (c.note.empty() ? "" : " (" + xml_escape(c.note) + ")") + "</td></tr>\n";
   }
   return html + "</table>\n";
 }
 
 std::string describe(const char* role, const BenchReport& r) {
-  std::string text = std::string("<li>") + role + ": <code>" + escape(r.path) + "</code>";
+  std::string text = std::string("<li>") + role + ": <code>" + xml_escape(r.path) + "</code>";
   for (const char* key : {"gpu", "host_name", "git_sha", "torch", "date"}) {
     auto it = r.context.find(key);
-    if (it != r.context.end()) text += ", " + std::string(key) + " " + escape(it->second);
+    if (it != r.context.end()) text += ", " + std::string(key) + " " + xml_escape(it->second);
   }
   return text + "</li>\n";
 }
@@ -244,14 +231,14 @@ void write_html_report(const std::string& path, const BenchReport& base, const B
           " repetitions on each side)</p>\n";
   if (!warnings.empty()) {
     html += "<ul class=\"warnings\">\n";
-    for (const std::string& w : warnings) html += "<li>warning: " + escape(w) + "</li>\n";
+    for (const std::string& w : warnings) html += "<li>warning: " + xml_escape(w) + "</li>\n";
     html += "</ul>\n";
   }
   html += table(rows);
   const std::vector<Chart> charts = build_charts(rows);
   if (!charts.empty()) html += "<h2>Speed against S</h2>\n";
   for (const Chart& chart : charts) {
-    html += "<div class=\"chart\"><h3>" + escape(chart.title) + "</h3>\n" + svg_chart(chart) + "</div>\n";
+    html += "<div class=\"chart\"><h3>" + xml_escape(chart.title) + "</h3>\n" + svg_chart(chart) + "</div>\n";
   }
   html += "</body></html>\n";
 

@@ -19,6 +19,7 @@
 #include "tools/cli/args.h"
 #include "tools/cli/calibration.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/markup.h"
 
 namespace gemma4::cli {
 namespace {
@@ -33,20 +34,6 @@ std::string ratio_text(double r) {
   std::ostringstream s;
   s << std::setprecision(3) << r;
   return s.str();
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 void write_junit(const std::vector<CalibrationRun>& runs, const std::string& path) {

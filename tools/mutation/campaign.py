@@ -23,7 +23,9 @@ from typing import Dict, List, Optional, Tuple
 from mutants import Candidate
 
 TARGET = "gemma4-conform"
-UNIT_TEST_TARGET = "test_reference"
+# The GoogleTest binaries that test the reference directly: its own tests, and the golden tests that
+# hold the generator to the committed files.
+UNIT_TEST_TARGETS = ("test_reference", "test_golden")
 
 
 def log(msg: str = "") -> None:
@@ -319,15 +321,18 @@ class Campaign:
         return res
 
     def unit_tests_fail(self, timeout: float) -> bool:
-        """Builds and runs the reference's GoogleTest binary on the mutated tree: True when it fails."""
-        cmd = ["cmake", "--build", str(self.build), "--target", UNIT_TEST_TARGET, "-j", str(self.args.jobs)]
+        """Builds and runs the reference's GoogleTest binaries on the mutated tree: True when one fails."""
+        cmd = ["cmake", "--build", str(self.build), "--target", *UNIT_TEST_TARGETS, "-j", str(self.args.jobs)]
         rc, _, _ = run_logged(cmd, self.logs / "build-unit-tests.log", self.env)
         if rc != 0:
             return False  # the unit tests do not build: no verdict from them
-        rc, _, timed_out = run_logged([str(self.build / "bin" / UNIT_TEST_TARGET), "--gtest_brief=1"],
-                                      self.logs / "unit-tests-last.log", self.env, cwd=self.workdir,
-                                      timeout=timeout, data_limit=self.data_limit)
-        return timed_out or rc != 0
+        for target in UNIT_TEST_TARGETS:
+            rc, _, timed_out = run_logged([str(self.build / "bin" / target), "--gtest_brief=1"],
+                                          self.logs / "unit-tests-last.log", self.env, cwd=self.workdir,
+                                          timeout=timeout, data_limit=self.data_limit)
+            if timed_out or rc != 0:
+                return True
+        return False
 
     # -- one mutant ------------------------------------------------------------------------------
 

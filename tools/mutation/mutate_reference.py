@@ -145,6 +145,9 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
                    help="continue the campaign in --report: mutants already judged there are not run again")
     p.add_argument("--no-unit-tests", dest="unit_tests", action="store_false",
                    help="do not run the reference's unit tests (test_reference) on mutants that conform passes")
+    p.add_argument("--recheck", action="store_true",
+                   help="with --resume: run again the mutants that survived or were killed only by unit tests "
+                        "(after tests were added)")
     p.add_argument("--keep-logs", action="store_true",
                    help="keep the conform output of every mutant (default: only survivors, timeouts, crashes)")
     p.add_argument("--repo", default=str(SCRIPT_REPO), help="the repository (default: the one holding this script)")
@@ -246,10 +249,20 @@ def main(argv: List[str]) -> int:
             sys.exit("error: --resume: %s does not exist" % report_path)
         report = json.loads(report_path.read_text())
         if report.get("commit") != commit:
-            sys.exit("error: --resume: %s was made at commit %s, this run is at %s; line numbers would not "
-                     "match (use another --report, or --commit %s)" % (report_path, report.get("commit"), commit,
-                                                                      report.get("commit")))
+            # Another commit is fine when the mutated files are the same there (tests added since).
+            changed = subprocess.run(["git", "-C", str(repo), "diff", "--quiet", report.get("commit", ""), commit,
+                                      "--", *files], capture_output=True).returncode
+            if changed != 0:
+                sys.exit("error: --resume: %s was made at commit %s, where %s differ from this run's commit %s: "
+                         "line numbers would not match (use another --report, or --commit %s)"
+                         % (report_path, report.get("commit"), " ".join(files), commit, report.get("commit")))
+            log("resuming a campaign of commit %s at %s: the mutated files are identical" % (report["commit"][:12],
+                                                                                           commit[:12]))
+            report["commit"] = commit
         done = {m["id"]: m for m in report.get("mutants", [])}
+        if args.recheck:
+            # Judge again what the suite let through, after tests were added.
+            done = {k: m for k, m in done.items() if m["verdict"] not in ("survived", "unit_tests")}
         log("resuming %s: %d mutants already judged" % (report_path, len(done)))
     elif report_path.exists() and not args.setup_only:
         sys.exit("error: %s exists; pass --resume to continue it, or another --report" % report_path)
