@@ -248,6 +248,11 @@ TEST(SafetensorsDamage, ShapeNotAList) {
                  "tensor 'w': missing or malformed 'shape'");
 }
 
+TEST(SafetensorsDamage, NegativeBeginOffset) {
+  expect_refused(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [-1, 4]}})", "abcd",
+                 "tensor 'w': missing or malformed 'data_offsets'");
+}
+
 TEST(SafetensorsDamage, NegativeDimension) {
   expect_refused(R"({"w": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", "abcd",
                  "is not a list of non-negative integers");
