@@ -54,6 +54,14 @@ const std::vector<BadInputCase>& bad_input_cases() {
        [](const SuiteOptions& o) {
          run_tiny(o, [](ForwardInputs& in, const Config& c) { in.input_ids[0][3] = c.vocab_size; });
        }},
+      {"inputs/empty-sequence", "empty sequence",
+       [](const SuiteOptions& o) {
+         run_tiny(o, [](ForwardInputs& in, const Config&) {
+           for (torch::Tensor* t : {&in.input_ids, &in.attention_mask, &in.labels}) {
+             if (t->defined()) *t = t->slice(1, 0, 0);
+           }
+         });
+       }},
       {"inputs/labels-wrong-shape", "labels",
        [](const SuiteOptions& o) {
          run_tiny(o, [](ForwardInputs& in, const Config&) { in.labels = in.labels.slice(1, 0, 5).contiguous(); });

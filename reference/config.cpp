@@ -177,7 +177,10 @@ void validate_attention_geometry(const Config& c) {
       throw Error(layer_name(c, l) + ": head_dim must be positive and even (RoPE rotates pairs), got " +
                   std::to_string(s.head_dim));
     }
-    if (s.num_kv_heads <= 0 || c.num_attention_heads % s.num_kv_heads != 0) {
+    if (s.num_kv_heads <= 0) {
+      throw Error(layer_name(c, l) + ": num_key_value_heads must be positive, got " + std::to_string(s.num_kv_heads));
+    }
+    if (c.num_attention_heads % s.num_kv_heads != 0) {
       throw Error(layer_name(c, l) + ": num_attention_heads " + std::to_string(c.num_attention_heads) +
                   " is not divisible by num_key_value_heads " + std::to_string(s.num_kv_heads));
     }

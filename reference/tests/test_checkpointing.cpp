@@ -139,6 +139,21 @@ TEST(Checkpoint, RoutesGradientToInputsAndListedParams) {
   EXPECT_FALSE(b2.grad().defined());
 }
 
+// A second backward through a checkpoint whose saved inputs were released is refused by name,
+// not re-run on an empty input list.
+TEST(Checkpoint, BackwardTwiceIsRefused) {
+  const torch::Tensor x = torch::randn({3}).requires_grad_(true);
+  auto fn = [](const std::vector<torch::Tensor>& in) { return std::vector<torch::Tensor>{in.at(0) * in.at(0)}; };
+  const torch::Tensor loss = checkpoint(fn, {x}, {})[0].sum();
+  loss.backward();
+  try {
+    loss.backward();
+    ADD_FAILURE() << "second backward accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("backward twice"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Checkpoint, NoGraphWhenNothingNeedsGrad) {
   const torch::Tensor x = torch::randn({2});
   auto fn = [](const std::vector<torch::Tensor>& in) { return std::vector<torch::Tensor>{in[0] * 3}; };

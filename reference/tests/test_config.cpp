@@ -160,6 +160,26 @@ TEST(Config, GlobalKvHeadsOnlyWithKEqV) {
   EXPECT_FALSE(c.layers[1].k_eq_v);
 }
 
+// The released K=V config names num_global_key_value_heads; one that leaves it out keeps
+// num_key_value_heads on its full layers rather than a zero head count.
+TEST(Config, KEqVWithoutGlobalKvHeadsKeepsNumKeyValueHeads) {
+  json j = test::tiny_moe_config();
+  j.erase("num_global_key_value_heads");
+  const Config c = parse_config(j);
+  EXPECT_EQ(c.layers[1].num_kv_heads, 2);
+  EXPECT_TRUE(c.layers[1].k_eq_v);
+}
+
+// A per-layer override may name any count; zero is refused naming the layer (not a division
+// by zero in the divisibility check that follows).
+TEST(Config, PerLayerZeroKvHeadsIsRefused) {
+  json j = test::tiny_moe_config();
+  j.erase("num_global_key_value_heads");
+  j.erase("global_head_dim");
+  j["per_layer_config"] = {{"1", {{"num_key_value_heads", 0}}}};
+  expect_error(j, "layer 1 (full_attention): num_key_value_heads must be positive, got 0");
+}
+
 TEST(Config, PadTokenIdDefaultsToZeroAndMayBeNull) {
   json j = test::tiny_moe_config();
   EXPECT_EQ(parse_config(j).pad_token_id, 0);

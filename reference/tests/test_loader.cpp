@@ -122,6 +122,33 @@ TEST_F(Loader, ReportsMissingUnexpectedAndWrongShapeTogether) {
                      "model.norm.weight [31] vs config [32]"});
 }
 
+// The message lists up to six names and marks only a longer list as cut.
+TEST_F(Loader, MissingListIsCutOnlyAfterSixNames) {
+  const json j = test::tiny_moe_config();
+  for (int dropped : {6, 7}) {
+    SCOPED_TRACE(std::to_string(dropped) + " dropped");
+    Tensors tensors = checkpoint_tensors(j, "model.");
+    tensors.erase(tensors.begin() + 1, tensors.begin() + 1 + dropped);
+    write_config(j);
+    write_safetensors(files::join(dir_, "model.safetensors"), tensors);
+    try {
+      load_model(dir_, torch::kFloat32, torch::kCPU);
+      ADD_FAILURE() << "loaded without error";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find(std::to_string(dropped) + " missing: "), std::string::npos) << message;
+      EXPECT_EQ(message.find(", ...") != std::string::npos, dropped > 6) << message;
+    }
+  }
+}
+
+TEST(Files, SizeOfAMissingFileIsMinusOne) {
+  const std::string dir = files::make_temp_directory("gemma4_files_");
+  EXPECT_EQ(files::file_size(files::join(dir, "absent")), -1);
+  std::ofstream(files::join(dir, "three")) << "abc";
+  EXPECT_EQ(files::file_size(files::join(dir, "three")), 3);
+}
+
 TEST_F(Loader, UntiedHeadMissing) {
   const json j = test::tiny_moe_config();
   Tensors tensors = checkpoint_tensors(j, "model.");
