@@ -108,6 +108,10 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     p.add_argument("--max-mutants", type=int, default=0, metavar="N",
                    help="run at most N mutants: a seeded random sample when there are more candidates (0: all)")
     p.add_argument("--sample-seed", type=int, default=1, metavar="S", help="seed of that sample (reproducible)")
+    p.add_argument("--mutant", action="append", metavar="ID",
+                   help="run exactly this candidate, by the id a report gives it (mutants[].id, e.g. "
+                        "reference/config.cpp:180:24:comparison:<); repeatable; replaces sampling. For "
+                        "judging a campaign's survivors again after tests were added")
     p.add_argument("--include", metavar="REGEX", help="only files whose path matches REGEX (re.search)")
     p.add_argument("--exclude", metavar="REGEX", help="leave out files whose path matches REGEX")
     p.add_argument("--operators", metavar="LIST",
@@ -203,7 +207,14 @@ def main(argv: List[str]) -> int:
         all_cands.extend(cands)
 
     selected = all_cands
-    if args.max_mutants and len(all_cands) > args.max_mutants:
+    if args.mutant:
+        by_id = {c.id: c for c in all_cands}
+        unknown = [m for m in args.mutant if m not in by_id]
+        if unknown:
+            sys.exit("error: --mutant: no candidate %s at commit %s (the line or column moved?)"
+                     % (", ".join(unknown), commit[:12]))
+        selected = [by_id[m] for m in dict.fromkeys(args.mutant)]
+    elif args.max_mutants and len(all_cands) > args.max_mutants:
         rng = random.Random(args.sample_seed)
         # In the sample's random order, so that a campaign stopped early is still a fair sample.
         idx = rng.sample(range(len(all_cands)), args.max_mutants)
