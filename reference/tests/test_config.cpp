@@ -180,6 +180,32 @@ TEST(Config, PerLayerZeroKvHeadsIsRefused) {
   expect_error(j, "layer 1 (full_attention): num_key_value_heads must be positive, got 0");
 }
 
+TEST(Config, NumKvSharedLayersOutOfRangeIsRefused) {
+  for (int shared : {-1, 8}) {
+    json j = test::tiny_shared_kv_config();  // 7 layers
+    j["num_kv_shared_layers"] = shared;
+    expect_error(j, "field 'num_kv_shared_layers' must be in [0, num_hidden_layers], got " + std::to_string(shared));
+  }
+}
+
+TEST(Config, PerLayerConfigMayNameLayerZero) {
+  json j = test::tiny_moe_config();
+  j.erase("num_global_key_value_heads");
+  j.erase("global_head_dim");
+  j["per_layer_config"] = {{"0", {{"num_key_value_heads", 1}}}};
+  EXPECT_EQ(parse_config(j).layers[0].num_kv_heads, 1);
+  j["per_layer_config"] = {{"-1", {{"num_key_value_heads", 1}}}};
+  expect_error(j, "has key '-1', which is not a layer index");
+}
+
+// Per-layer inputs of width 1 still need a vocabulary (a boundary no released config sits on).
+TEST(Config, PerLayerInputsOfWidthOneNeedAVocabulary) {
+  json j = test::tiny_shared_kv_config();
+  j["hidden_size_per_layer_input"] = 1;
+  j["vocab_size_per_layer_input"] = 0;
+  expect_error(j, "vocab_size_per_layer_input");
+}
+
 TEST(Config, PadTokenIdDefaultsToZeroAndMayBeNull) {
   json j = test::tiny_moe_config();
   EXPECT_EQ(parse_config(j).pad_token_id, 0);

@@ -212,6 +212,16 @@ TEST(SafetensorsDamage, ShorterThanTheLengthField) {
   expect_message(open_error(path), path, "too short for the 8-byte header length");
 }
 
+// Exactly the length field and nothing else: long enough to read the length (0), so the error
+// is about the empty header, not a truncated length field.
+TEST(SafetensorsDamage, OnlyTheLengthField) {
+  const std::string path = temp_path("length_only.safetensors");
+  write_bytes(path, std::string(8, '\0'));
+  const std::string message = open_error(path);
+  expect_message(message, path, "invalid JSON header");
+  EXPECT_EQ(message.find("too short"), std::string::npos) << message;
+}
+
 TEST(SafetensorsDamage, HeaderLengthLargerThanFile) {
   const std::string path = temp_path("long_header.safetensors");
   std::string bytes = raw_file("{}", "");
@@ -256,6 +266,12 @@ TEST(SafetensorsDamage, NegativeBeginOffset) {
 TEST(SafetensorsDamage, NegativeDimension) {
   expect_refused(R"({"w": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", "abcd",
                  "is not a list of non-negative integers");
+}
+
+// A shape whose byte count overflows 64 bits is refused before the product wraps around.
+TEST(SafetensorsDamage, ShapeTooLarge) {
+  expect_refused(R"({"w": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}})", "",
+                 "tensor 'w': shape [4294967296,4294967296] is too large");
 }
 
 TEST(SafetensorsDamage, ShapeDisagreesWithByteSize) {
