@@ -154,6 +154,12 @@ std::vector<OpCase> make_catalogue() {
       {"moe-top2", "moe", "MoE branch from the residual: router, top-2 of 8 experts, its own norms",
        {{"batch", 2}, {"seq_len", 12}, {"hidden_size", 32}, {"num_experts", 8}, {"top_k_experts", 2},
         {"moe_intermediate_size", 16}, {"rms_norm_eps", kEps}}},
+      // Three tokens, six expert slots over eight experts: some experts get no token and some
+      // exactly one, the groups a grouped-GEMM kernel (or a skip of rarely hit experts) gets wrong
+      // and moe-top2's busy routing never forms.
+      {"moe-top2-sparse-routing", "moe", "MoE branch with 3 tokens over 8 experts: experts with no token and with one",
+       {{"batch", 1}, {"seq_len", 3}, {"hidden_size", 32}, {"num_experts", 8}, {"top_k_experts", 2},
+        {"moe_intermediate_size", 16}, {"rms_norm_eps", kEps}}},
       {"ple-inputs", "ple_inputs", "per-layer inputs [B,S,L,P] from token ids and scaled embeddings (pad id 0)",
        {{"batch", 2}, {"seq_len", 8}, {"hidden_size", 32}, {"num_hidden_layers", 3}, {"hidden_size_per_layer_input", 8},
         {"vocab_size_per_layer_input", 16}, {"pad_token_id", 0}, {"rms_norm_eps", kEps}}},
