@@ -21,10 +21,9 @@ void write_group(h5::File& file, const std::string& group, const TensorMap& tens
   for (const auto& [name, tensor] : tensors) file.write(group + "/" + name, tensor);
 }
 
-// Every dataset under `group`, by its path relative to the group.
 void read_group(const h5::File& file, const std::string& group, const std::string& prefix, TensorMap& out) {
   for (const std::string& child : file.children(group)) {
-    const std::string path = group + "/" + child;
+    const std::string path = group == "/" ? child : group + "/" + child;
     if (file.is_group(path)) {
       read_group(file, path, prefix + child + "/", out);
     } else {
@@ -32,6 +31,16 @@ void read_group(const h5::File& file, const std::string& group, const std::strin
     }
   }
 }
+
+}  // namespace
+
+TensorMap read_tree(const h5::File& file, const std::string& group) {
+  TensorMap out;
+  read_group(file, group, "", out);
+  return out;
+}
+
+namespace {
 
 TensorMap read_optional_group(const h5::File& file, const std::string& group) {
   TensorMap out;

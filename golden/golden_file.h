@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+namespace gemma4::h5 {
+class File;
+}
+
 namespace gemma4::golden {
 
 inline constexpr int64_t kFormatVersion = 2;  // 2: judged/ (don't-care positions), baseline/ (the family's errors)
@@ -52,6 +56,10 @@ struct GoldenCase {
 
 // Floating tensors cast to `dtype` and moved to `device`; integer ones only moved.
 TensorMap to_device(const TensorMap& tensors, torch::ScalarType dtype, const torch::Device& device);
+
+// Every dataset under `group` of an open file ("/" for the whole file), by its path relative to
+// the group; nested groups become slash-separated names.
+TensorMap read_tree(const h5::File& file, const std::string& group);
 
 // Writes every tensor as float32 (floating) or int64, truncating an existing file.
 void write_golden(const std::string& path, const GoldenCase& golden);

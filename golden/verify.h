@@ -15,13 +15,16 @@ struct TensorCheck {
   std::string name;     // "outputs/logits", "grads/layers.0.mlp.up_proj.weight"
   Verdict verdict;
   std::string problem;  // set when there was nothing to compare (the candidate did not produce it)
-  bool pass() const { return problem.empty() && verdict.pass; }
+  bool checked = true;  // false: a dataset the candidate may leave out, and did ("not checked")
+  bool pass() const { return checked && problem.empty() && verdict.pass; }
+  bool failed() const { return checked && !pass(); }
 };
 
 struct VerifyReport {
   std::vector<TensorCheck> checks;  // in dataset order
-  bool pass() const;
+  bool pass() const;                // nothing failed, and something was checked
   int failures() const;
+  int not_checked() const;
 };
 
 VerifyReport verify_golden(const GoldenCase& golden, const torch::Device& device);

@@ -8,6 +8,7 @@
 #include "tools/cli/bench_comparison.h"
 #include "tools/cli/bench_report_html.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/text.h"
 
 namespace gemma4::cli {
 namespace {
@@ -40,11 +41,6 @@ double parse_threshold(const std::string& text) {
     throw UsageError{"--threshold must be a non-negative percentage, got '" + text + "'"};
   }
   return value;
-}
-
-std::string pad(std::string s, size_t width) {
-  if (s.size() < width) s.resize(width, ' ');
-  return s;
 }
 
 std::string pad_left(const std::string& s, size_t width) {

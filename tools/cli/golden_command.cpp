@@ -18,7 +18,9 @@
 #include "reference/files.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/golden_report.h"
 #include "tools/cli/golden_subcommands.h"
+#include "tools/cli/text.h"
 
 namespace gemma4::cli {
 namespace {
@@ -27,26 +29,16 @@ using golden::GoldenCase;
 using golden::TensorMap;
 
 const char* kGoldenHelp =
-    "usage: gemma4-conform golden <list|generate|verify|baseline|diff|show> [options]\n\n"
+    "usage: gemma4-conform golden <list|generate|verify|check|baseline|diff|show> [options]\n\n"
     "Golden tensors in HDF5 (golden/FORMAT.md).\n\n"
     "  list                  the case catalogue, one name per line (tiny CPU cases first)\n"
     "  generate              compute cases with the reference and write golden files\n"
     "  verify PATH...        recompute files with the reference and judge them under the tolerance policy\n"
+    "  check GOLDEN CAND     judge outputs computed elsewhere (an HDF5 candidate file) against a golden\n"
     "  baseline PATH...      (re)compute the baseline family's errors of bf16/f16 files (baseline/, in place)\n"
     "  diff A B              compare two golden files dataset by dataset\n"
     "  show FILE             print a file's attributes and datasets\n\n"
     "gemma4-conform golden <subcommand> --help for its options.\n";
-
-std::string sci(double v) {
-  std::ostringstream s;
-  s << std::scientific << std::setprecision(2) << v;
-  return s.str();
-}
-
-std::string pad(std::string s, size_t width) {
-  if (s.size() < width) s.resize(width, ' ');
-  return s;
-}
 
 // ---------------------------------------------------------------------------------------------
 int list_command(const std::vector<std::string>& argv) {
@@ -137,30 +129,6 @@ int generate_command(const std::vector<std::string>& argv) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Both errors of every tensor before its verdict: the candidate's, and (bf16/f16) the baseline
-// family's largest, with the bounds they give.
-void print_verify_table(const golden::VerifyReport& report) {
-  std::cout << "  " << pad("tensor", 52) << pad("cosine", 13) << pad("max_abs", 10) << pad("base_max", 10)
-            << pad("bound", 10) << pad("rms", 10) << pad("base_rms", 10) << pad("bound", 10) << "verdict\n";
-  for (const golden::TensorCheck& c : report.checks) {
-    std::cout << "  " << pad(c.name, 52);
-    if (!c.problem.empty()) {
-      std::cout << "FAIL (" << c.problem << ")\n";
-      continue;
-    }
-    const golden::Verdict& v = c.verdict;
-    const bool family = v.rule == golden::Rule::kReducedPrecision;
-    std::ostringstream cosine;
-    cosine << std::fixed << std::setprecision(9) << v.metrics.cosine;
-    std::cout << pad(cosine.str(), 13) << pad(sci(v.metrics.max_abs), 10) << pad(family ? sci(v.baseline.max_abs) : "-", 10)
-              << pad(sci(v.max_bound), 10) << pad(sci(v.metrics.rms), 10) << pad(family ? sci(v.baseline.rms) : "-", 10)
-              << pad(family ? sci(v.rms_bound) : "-", 10) << (v.pass ? "pass" : "FAIL");
-    if (!v.pass && !family && v.metrics.cosine < v.cosine_min) std::cout << " (cosine below " << v.cosine_min << ")";
-    if (v.non_finite > 0) std::cout << " (" << v.non_finite << " values not finite)";
-    std::cout << "\n";
-  }
-}
-
 int verify_command(const std::vector<std::string>& argv) {
   const std::vector<Option> options = {
       {"device", "cpu|cuda", "device to recompute on (default cpu)"},
@@ -243,10 +211,11 @@ int golden_command(const std::vector<std::string>& argv) {
   if (argv[0] == "list") return list_command(rest);
   if (argv[0] == "generate") return generate_command(rest);
   if (argv[0] == "verify") return verify_command(rest);
+  if (argv[0] == "check") return golden_check_command(rest);
   if (argv[0] == "baseline") return baseline_command(rest);
   if (argv[0] == "diff") return golden_diff_command(rest);
   if (argv[0] == "show") return golden_show_command(rest);
-  throw UsageError{"unknown golden subcommand '" + argv[0] + "' (list, generate, verify, baseline, diff, show)"};
+  throw UsageError{"unknown golden subcommand '" + argv[0] + "' (list, generate, verify, check, baseline, diff, show)"};
 }
 
 }  // namespace gemma4::cli

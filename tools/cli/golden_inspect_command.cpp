@@ -12,6 +12,7 @@
 #include "reference/error.h"
 #include "tools/cli/args.h"
 #include "tools/cli/golden_subcommands.h"
+#include "tools/cli/text.h"
 
 namespace gemma4::cli {
 namespace {
@@ -23,17 +24,6 @@ std::string fmt(double v, int precision = 3) {
   std::ostringstream s;
   s << std::setprecision(precision) << (std::abs(v) >= 1e-3 || v == 0 ? std::fixed : std::scientific) << v;
   return s.str();
-}
-
-std::string sci(double v) {
-  std::ostringstream s;
-  s << std::scientific << std::setprecision(2) << v;
-  return s.str();
-}
-
-std::string pad(std::string s, size_t width) {
-  if (s.size() < width) s.resize(width, ' ');
-  return s;
 }
 
 // ---------------------------------------------------------------------------------------------

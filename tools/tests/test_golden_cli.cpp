@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iterator>
 
 #include "golden/golden_file.h"
+#include "golden/h5_tensors.h"
 #include "reference/files.h"
 #include "tools/tests/cli_runner.h"
 
@@ -93,8 +95,49 @@ TEST(GoldenCli, VerifyFailsOnTamperedOrDamagedFiles) {
   EXPECT_NE(r.out.find("/nonexistent.h5: no such file"), std::string::npos) << r.out;
 }
 
+// golden check: a candidate written elsewhere (here: the golden's own expected/, then changed)
+// passes, prints "not checked" rows under --forward-only, fails when tampered, and writes the
+// JSON and JUnit reports.
+TEST(GoldenCli, CheckJudgesACandidateFile) {
+  const std::string dir = files::make_temp_directory("gemma4_golden_cli_");
+  ASSERT_EQ(run_cli("golden generate --case op/mlp-geglu --out " + dir).exit_code, 0);
+  const std::string golden_path = dir + "/op/mlp-geglu.f32.h5";
+  const golden::GoldenCase g = golden::read_golden(golden_path);
+  auto write_candidate = [&](const std::string& path, bool with_grads, float scale) {
+    h5::File f = h5::File::create(path);
+    for (const auto& [name, t] : g.expected) {
+      if (with_grads || name.rfind("grads/", 0) != 0) f.write(name, name == "outputs/y" ? t * scale : t);
+    }
+  };
+  const std::string good = dir + "/good.h5", fwd = dir + "/fwd.h5", bad = dir + "/bad.h5";
+  write_candidate(good, true, 1.0f);
+  write_candidate(fwd, false, 1.0f);
+  write_candidate(bad, true, 1.01f);
+
+  CliResult r = run_cli("golden check " + golden_path + " " + good + " --report " + dir + "/r.json --junit " + dir + "/r.xml");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("PASS " + good), std::string::npos) << r.out;
+  std::ifstream json(dir + "/r.json"), xml(dir + "/r.xml");
+  const std::string json_text((std::istreambuf_iterator<char>(json)), {}), xml_text((std::istreambuf_iterator<char>(xml)), {});
+  EXPECT_NE(json_text.find("\"not_checked\": 0"), std::string::npos) << json_text;
+  EXPECT_NE(xml_text.find("name=\"outputs/y\""), std::string::npos) << xml_text;
+
+  r = run_cli("golden check " + golden_path + " " + fwd + " --forward-only");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("not checked (not in the candidate (forward only))"), std::string::npos) << r.out;
+  r = run_cli("golden check " + golden_path + " " + fwd);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("required unless --forward-only"), std::string::npos) << r.out;
+
+  r = run_cli("golden check " + golden_path + " " + bad + " --quiet");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("outputs/y"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("grads/"), std::string::npos) << "--quiet prints only failing rows\n" << r.out;
+  expect_one_line_error(run_cli("golden check " + golden_path + " " + dir + "/absent.h5"), 1, dir + "/absent.h5");
+}
+
 TEST(GoldenCli, HelpAndUsageErrors) {
-  for (const char* sub : {"golden --help", "golden list --help", "golden generate --help", "golden verify --help",
+  for (const char* sub : {"golden --help", "golden list --help", "golden generate --help", "golden verify --help", "golden check --help",
                           "golden diff --help", "golden show --help"}) {
     const CliResult r = run_cli(sub);
     EXPECT_EQ(r.exit_code, 0) << sub;
@@ -106,6 +149,7 @@ TEST(GoldenCli, HelpAndUsageErrors) {
   expect_one_line_error(run_cli("golden generate --case op/mlp-geglu --dtype f64" + out), 2, "--dtype must be");
   expect_one_line_error(run_cli("golden verify"), 2, "name at least one golden file");
   expect_one_line_error(run_cli("golden diff a.h5"), 2, "exactly two files");
+  expect_one_line_error(run_cli("golden check a.h5"), 2, "name a golden file and a candidate file");
   expect_one_line_error(run_cli("golden frobnicate"), 2, "unknown golden subcommand");
 }
 

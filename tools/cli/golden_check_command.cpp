@@ -1,0 +1,59 @@
+// gemma4-conform golden check GOLDEN CANDIDATE: judge outputs computed elsewhere (any language,
+// any framework) against a golden, under the policy `golden verify` applies to the reference.
+#include <iostream>
+
+#include "golden/candidate.h"
+#include "golden/golden_file.h"
+#include "reference/error.h"
+#include "tools/cli/args.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/golden_report.h"
+#include "tools/cli/golden_subcommands.h"
+
+namespace gemma4::cli {
+
+int golden_check_command(const std::vector<std::string>& argv) {
+  const std::vector<Option> options = {
+      {"forward-only", "", "the candidate holds outputs only: grads/ rows are reported 'not checked'"},
+      {"quiet", "", "print only the rows that failed, and the summary"},
+      {"report", "FILE.json", "write every row (status, both errors, bounds) as JSON"},
+      {"junit", "FILE.xml", "write a JUnit XML report, one test case per row"},
+  };
+  Args args;
+  if (!args.parse("golden check GOLDEN CANDIDATE.h5",
+                  "Judge a candidate file, outputs computed by your implementation from the golden's inputs/ and\n"
+                  "weights/ in the golden's dtype, against the golden under the tolerance policy (golden/FORMAT.md,\n"
+                  "\"Candidate files\"): datasets named as the golden's expected/ (outputs/..., grads/...) at the\n"
+                  "candidate's root. outputs/logits is required (for op and layer goldens, every output), and so are\n"
+                  "outputs/loss and every grads/... unless --forward-only. Intermediates (hidden states, attention\n"
+                  "outputs, shared K/V) may be left out: 'not checked'. Unknown, integer, mis-shaped and non-finite\n"
+                  "datasets fail. Exit 0 when nothing failed, 1 otherwise or when a file cannot be read.",
+                  options, argv)) {
+    return 0;
+  }
+  if (args.positional().size() != 2) throw UsageError{"name a golden file and a candidate file"};
+  const std::string golden_path = args.positional()[0], candidate_path = args.positional()[1];
+  const golden::GoldenCase g = golden::read_golden(golden_path);
+  const golden::TensorMap candidate = golden::read_candidate(candidate_path);
+  const golden::VerifyReport report = golden::check_candidate(
+      g, candidate, args.has("forward-only") ? golden::CandidateScope::kForwardOnly
+                                             : golden::CandidateScope::kForwardAndBackward);
+  if (args.has("quiet")) {
+    golden::VerifyReport failed;
+    for (const golden::TensorCheck& c : report.checks) {
+      if (c.failed()) failed.checks.push_back(c);
+    }
+    if (!failed.checks.empty()) print_verify_table(failed);
+  } else {
+    print_verify_table(report);
+  }
+  if (args.has("report")) write_check_json(args.get("report"), golden_path, candidate_path, report);
+  if (args.has("junit")) write_check_junit(args.get("junit"), golden_path, report);
+  const int n = int(report.checks.size()), failed = report.failures(), skipped = report.not_checked();
+  std::cout << (report.pass() ? "PASS " : "FAIL ") << candidate_path << " against " << golden_path << " (case " << g.name
+            << ", " << g.dtype << "): " << n - failed - skipped << " pass, " << failed << " fail, " << skipped
+            << " not checked\n";
+  return report.pass() ? 0 : 1;
+}
+
+}  // namespace gemma4::cli
