@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 
 TORCH_VERSION=2.11.0  # the GPU host's version; its PyPI wheel is built for CUDA 13.0, like our nvcc
 H5PY_VERSION=3.16.0
+TRANSFORMERS_VERSION=5.17.0  # golden check proven on transformers (tools/check_transformers_candidates.py)
+SAFETENSORS_VERSION=0.8.0
 NUMPY_VERSION=2.4.6
 BUILD_DIR=${BUILD_DIR:-build}
 say() { echo "[build] $*"; }
@@ -63,6 +65,12 @@ torch_prefix() {
   if ! .venv/bin/python -c 'import h5py, numpy' 2>/dev/null; then
     say "installing h5py==$H5PY_VERSION numpy==$NUMPY_VERSION from PyPI into .venv" >&2
     .venv/bin/python -m pip install -q "h5py==$H5PY_VERSION" "numpy==$NUMPY_VERSION" >&2
+  fi
+  # transformers: `golden check` judged on candidates transformers itself computes (CTest
+  # golden_check_transformers); the version that wrote golden/transformers/.
+  if ! .venv/bin/python -c "import transformers, sys; sys.exit(transformers.__version__ != '$TRANSFORMERS_VERSION')" 2>/dev/null; then
+    say "installing transformers==$TRANSFORMERS_VERSION safetensors==$SAFETENSORS_VERSION from PyPI into .venv" >&2
+    .venv/bin/python -m pip install -q "transformers==$TRANSFORMERS_VERSION" "safetensors==$SAFETENSORS_VERSION" >&2
   fi
   .venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)'
 }
