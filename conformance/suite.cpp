@@ -21,7 +21,9 @@ std::vector<Result>& recorded() {
   static std::vector<Result> results;
   return results;
 }
-bool g_print_rows = true;
+// This run's printing (run_suite sets them; one run per process).
+RowPrinting g_rows = RowPrinting::kFailures;
+bool g_progress = false;
 
 std::string pad(std::string s, size_t width) {
   if (s.size() < width) s.resize(width, ' ');
@@ -37,7 +39,8 @@ std::string sci(double v) {
 // ggml's test-backend-ops style: check, case, metric, the baseline's error where there is one,
 // bound, verdict. Both errors print before the verdict, as FlashAttention's tests do.
 void print_row(const Result& r) {
-  if (!g_print_rows) return;
+  if (g_rows == RowPrinting::kFailures && r.status != Status::kFail) return;
+  if (g_progress) std::cerr << "\r\033[K" << std::flush;  // the row replaces the progress line
   const char* verdict = r.status == Status::kPass ? "OK" : r.status == Status::kFail ? "FAIL" : "not supported";
   std::cout << "  " << pad(r.test, 52) << pad(r.case_name, 44);
   if (r.status == Status::kNotSupported) {
@@ -52,6 +55,17 @@ void print_row(const Result& r) {
   if (!r.detail.empty()) std::cout << "  " << r.detail;
   std::cout << "\n";
 }
+
+// "[12/81] golden/model/e2b" on stderr, rewritten in place while the suite runs.
+class ProgressLine : public ::testing::EmptyTestEventListener {
+  void OnTestStart(const ::testing::TestInfo& info) override {
+    const int total = ::testing::UnitTest::GetInstance()->test_to_run_count();
+    std::cerr << "\r\033[K  [" << ++started_ << "/" << total << "] " << info.test_suite_name() << "/" << info.name()
+              << std::flush;
+  }
+  void OnTestProgramEnd(const ::testing::UnitTest&) override { std::cerr << "\r\033[K" << std::flush; }
+  int started_ = 0;
+};
 
 void add(Result r) {
   print_row(r);
@@ -135,7 +149,8 @@ RunReport run_suite(const SuiteOptions& options, const RunOptions& run) {
   static bool ran = false;
   if (ran) throw Error("run_suite runs once per process");
   ran = true;
-  g_print_rows = run.print_rows;
+  g_rows = run.rows;
+  g_progress = run.progress;
 
   std::regex filter;
   try {
@@ -165,6 +180,7 @@ RunReport run_suite(const SuiteOptions& options, const RunOptions& run) {
   // Our table replaces GoogleTest's own printer.
   ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
   delete listeners.Release(listeners.default_result_printer());
+  if (run.progress) listeners.Append(new ProgressLine());
   const int gtest_status = RUN_ALL_TESTS();  // the report below carries the verdict
   (void)gtest_status;
 

@@ -9,10 +9,17 @@
 
 namespace gemma4::conformance {
 
+// Which results print as they are recorded (the JSON report always has every one).
+enum class RowPrinting {
+  kFailures,  // the failing rows only: what a user must read
+  kAll,       // every row, passing and not supported too (--verbose)
+};
+
 struct RunOptions {
   std::string filter;      // ECMAScript regex matched against "<category>/<name>"; empty: all
   std::string junit_path;  // GoogleTest's XML (JUnit) report, when set
-  bool print_rows = true;  // print each result as it is recorded
+  RowPrinting rows = RowPrinting::kFailures;
+  bool progress = false;   // a "[i/N] check" line on stderr, rewritten in place (for a terminal)
 };
 
 struct RunReport {

@@ -1,6 +1,7 @@
 #include "golden/candidate.h"
 
 #include "golden/h5_tensors.h"
+#include "golden/untrusted.h"
 #include "reference/error.h"
 
 namespace gemma4::golden {
@@ -20,9 +21,15 @@ bool required(const GoldenCase& g, const std::string& name, CandidateScope scope
 
 }  // namespace
 
-TensorMap read_candidate(const std::string& path) {
-  const h5::File file = h5::File::open_read(path);
-  return read_tree(file, "/");
+TensorMap read_candidate(const std::string& path, int timeout_seconds) {
+  auto read = [&path] { return read_tree(h5::File::open_read(path), "/"); };
+  probe_in_child(path, [&read] { read(); }, timeout_seconds);
+  return read();
+}
+
+GoldenCase read_untrusted_golden(const std::string& path, int timeout_seconds) {
+  probe_in_child(path, [&path] { read_golden(path); }, timeout_seconds);
+  return read_golden(path);
 }
 
 VerifyReport check_candidate(const GoldenCase& g, const TensorMap& candidate, CandidateScope scope) {

@@ -17,8 +17,13 @@ enum class CandidateScope {
 
 // Every dataset of an HDF5 candidate file, by its path from the root ("outputs/logits",
 // "grads/layers.0.mlp.up_proj.weight"). Throws gemma4::Error naming the file when it cannot be
-// read (missing, not HDF5, damaged).
-TensorMap read_candidate(const std::string& path);
+// read (missing, not HDF5, damaged). Read apart first (golden/untrusted.h): a file that crashes
+// or hangs the HDF5 library is refused, after `timeout_seconds` at most for a hang.
+TensorMap read_candidate(const std::string& path, int timeout_seconds = 60);
+
+// read_golden for a file from outside the repository (golden check, golden verify PATH), read
+// apart first in the same way.
+GoldenCase read_untrusted_golden(const std::string& path, int timeout_seconds = 60);
 
 // Judges `candidate` against the golden, one row per dataset of expected/ and one per dataset the
 // golden does not have:

@@ -259,6 +259,9 @@ void File::write(const std::string& dataset, const torch::Tensor& tensor) {
   }
 }
 
+// The largest dataset read: far above any golden (a real/* case's logits are under 8 GiB).
+constexpr uint64_t kMaxDatasetBytes = uint64_t(64) << 30;
+
 torch::Tensor File::read(const std::string& dataset) const {
   const Handle dset = open_object(path_, id_, dataset, Kind::Dataset);
   const Handle type(H5Dget_type(dset.get()), H5Tclose);
@@ -270,6 +273,14 @@ torch::Tensor File::read(const std::string& dataset) const {
   if (rank < 0) fail(path_, "cannot read the shape of dataset " + quoted(dataset));
   std::vector<hsize_t> dims(rank);
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  // A damaged header can claim any shape: refuse one no file of this project holds (and that
+  // would otherwise fail as an allocation error, or worse, succeed through overcommit).
+  const uint64_t item = uint64_t(c10::elementSize(*dtype));
+  uint64_t bytes = item;
+  for (hsize_t d : dims) bytes = d != 0 && bytes > kMaxDatasetBytes / d ? kMaxDatasetBytes + 1 : bytes * d;
+  if (bytes > kMaxDatasetBytes) {
+    fail(path_, "dataset " + quoted(dataset) + " claims more than " + std::to_string(kMaxDatasetBytes >> 30) + " GiB");
+  }
 
   torch::Tensor t = torch::empty(std::vector<int64_t>(dims.begin(), dims.end()), torch::TensorOptions().dtype(*dtype));
   if (t.numel() > 0 && H5Dread(dset.get(), hdf5_type(*dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr()) < 0) {

@@ -17,6 +17,8 @@ const char* const kRequiredFields[] = {"vocab_size",          "hidden_size",    
                                        "num_hidden_layers",   "num_attention_heads", "num_key_value_heads",
                                        "head_dim"};
 
+constexpr int64_t kMaxLayers = 4096;
+
 bool present(const json& j, const char* key) { return j.contains(key) && !j.at(key).is_null(); }
 
 int64_t get_int(const json& j, const std::string& key, const std::string& where) {
@@ -282,6 +284,11 @@ Config parse_config(const json& config_json) {
   c.num_key_value_heads = get_int(j, "num_key_value_heads", "");
   c.head_dim = get_int(j, "head_dim", "");
   for (const char* key : kRequiredFields) require_positive(get_int(j, key, ""), key);
+  // Per-layer tables are built from it: a damaged file claiming 2^62 layers must not loop for ever.
+  if (c.num_hidden_layers > kMaxLayers) {
+    throw Error("field 'num_hidden_layers' is " + std::to_string(c.num_hidden_layers) + "; at most " +
+                std::to_string(kMaxLayers) + " are supported (the released models have up to 60)");
+  }
 
   c.sliding_window = int_or(j, "sliding_window", 512);
   require_positive(c.sliding_window, "sliding_window");

@@ -206,6 +206,14 @@ TEST(Config, PerLayerInputsOfWidthOneNeedAVocabulary) {
   expect_error(j, "vocab_size_per_layer_input");
 }
 
+// Found by tools/fuzz: 2^62 layers made the per-layer loops run for ever.
+TEST(Config, AbsurdLayerCountIsRefused) {
+  json j = test::tiny_moe_config();
+  j.erase("layer_types");
+  j["num_hidden_layers"] = int64_t(1) << 62;
+  expect_error(j, "field 'num_hidden_layers' is 4611686018427387904; at most 4096");
+}
+
 TEST(Config, PadTokenIdDefaultsToZeroAndMayBeNull) {
   json j = test::tiny_moe_config();
   EXPECT_EQ(parse_config(j).pad_token_id, 0);

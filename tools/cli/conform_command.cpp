@@ -1,4 +1,6 @@
 // gemma4-conform conform: the conformance suite against one backend (built in, or a plugin).
+#include <unistd.h>
+
 #include <iostream>
 
 #include "conformance/suite.h"
@@ -20,12 +22,14 @@ int conform_command(const std::vector<std::string>& argv) {
       {"report", "FILE.json", "write every result (test, category, status, metric, bound) as JSON"},
       {"junit", "FILE.xml", "write a JUnit XML report (GoogleTest's)"},
       {"golden-dir", "DIR", "the committed goldens (default: golden/ of the source tree)"},
+      {"verbose", "", "print every result, not only the failing ones"},
   };
   Args args;
   if (!args.parse("conform",
                   "Run the conformance suite against a backend: golden, op_sweep, finite_grads,\n"
-                  "multithreaded_recompute, key_conventions, memory_flatness, determinism and bad_input checks. Prints check, case, metric,\n"
-                  "bound and verdict for every result, then a summary. Exit 0 only when nothing failed.",
+                  "multithreaded_recompute, key_conventions, memory_flatness, determinism and bad_input checks. Prints the failing\n"
+                  "results (check, case, metric, the baseline's error, bound, verdict; every result with --verbose),\n"
+                  "a progress line on a terminal, then a summary by category. Exit 0 only when nothing failed.",
                   options, argv)) {
     return 0;
   }
@@ -49,9 +53,16 @@ int conform_command(const std::vector<std::string>& argv) {
   conformance::RunOptions run;
   run.filter = args.get("filter");
   run.junit_path = args.get("junit");
+  run.rows = args.has("verbose") ? conformance::RowPrinting::kAll : conformance::RowPrinting::kFailures;
+  run.progress = ::isatty(STDERR_FILENO) != 0;
   const conformance::RunReport report = conformance::run_suite(suite, run);
   conformance::print_summary(report, std::cout);
-  if (args.has("report")) conformance::write_json_report(report, suite, args.get("report"));
+  if (args.has("report")) {
+    conformance::write_json_report(report, suite, args.get("report"));
+    std::cout << "report: " << args.get("report") << " (every result)\n";
+  } else if (!args.has("verbose")) {
+    std::cout << "(failing results only; every result with --verbose, or as JSON with --report FILE.json)\n";
+  }
   return report.passed() ? 0 : 1;
 }
 

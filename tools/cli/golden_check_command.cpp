@@ -33,7 +33,7 @@ int golden_check_command(const std::vector<std::string>& argv) {
   }
   if (args.positional().size() != 2) throw UsageError{"name a golden file and a candidate file"};
   const std::string golden_path = args.positional()[0], candidate_path = args.positional()[1];
-  const golden::GoldenCase g = golden::read_golden(golden_path);
+  const golden::GoldenCase g = golden::read_untrusted_golden(golden_path);
   const golden::TensorMap candidate = golden::read_candidate(candidate_path);
   const golden::VerifyReport report = golden::check_candidate(
       g, candidate, args.has("forward-only") ? golden::CandidateScope::kForwardOnly

@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "golden/candidate.h"
 #include "golden/golden_file.h"
 #include "golden/tolerance.h"
 #include "reference/error.h"
@@ -66,8 +67,8 @@ int golden_diff_command(const std::vector<std::string>& argv) {
     return 0;
   }
   if (args.positional().size() != 2) throw UsageError{"golden diff takes exactly two files"};
-  const GoldenCase a = golden::read_golden(args.positional()[0]);
-  const GoldenCase b = golden::read_golden(args.positional()[1]);
+  const GoldenCase a = golden::read_untrusted_golden(args.positional()[0]);
+  const GoldenCase b = golden::read_untrusted_golden(args.positional()[1]);
   int differences = 0;
   const auto attrs_a = attributes(a), attrs_b = attributes(b);
   for (const auto& [name, value] : attrs_a) {
@@ -125,7 +126,7 @@ int golden_show_command(const std::vector<std::string>& argv) {
     return 0;
   }
   if (args.positional().size() != 1) throw UsageError{"golden show takes exactly one file"};
-  const GoldenCase g = golden::read_golden(args.positional()[0]);
+  const GoldenCase g = golden::read_untrusted_golden(args.positional()[0]);
   std::cout << args.positional()[0] << "\n";
   for (const auto& [name, value] : attributes(g)) {
     if (value.empty() || (name == "layer" && g.layer < 0)) continue;

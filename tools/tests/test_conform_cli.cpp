@@ -65,7 +65,8 @@ TEST(ConformCli, ExamplePluginPassesThroughBackendLib) {
 
 TEST(ConformCli, UnsupportedIsReportedNotFailed) {
   // The example plugin declares no f16: every check is not_supported, and nothing fails.
-  const ConformRun run = conform(std::string("--backend-lib ") + GEMMA4_EXAMPLE_PLUGIN + " --dtype f16 --filter '^golden/op/'");
+  const ConformRun run =
+      conform(std::string("--backend-lib ") + GEMMA4_EXAMPLE_PLUGIN + " --dtype f16 --filter '^golden/op/' --verbose");
   EXPECT_EQ(run.cli.exit_code, 0) << run.cli.out;
   ASSERT_FALSE(run.report.at("results").empty());
   for (const auto& r : run.report.at("results")) EXPECT_EQ(r.at("status"), "not_supported") << r.dump();
@@ -80,6 +81,26 @@ TEST(ConformCli, WritesJunitXml) {
   EXPECT_NE(text.find("<testsuites"), std::string::npos) << text;
   EXPECT_NE(text.find("testsuite name=\"bad_input\""), std::string::npos) << text;
   EXPECT_NE(text.find("testcase name=\"op/nan-query\""), std::string::npos) << text;
+}
+
+// By default only failing rows print (then the summary and where the report is); --verbose
+// prints every row. The faulty backend's failing rows are the negative control.
+TEST(ConformCli, PrintsFailingRowsUnlessVerbose) {
+  const std::string filter = " --filter '^op_sweep/attention/sliding'";
+  ConformRun quiet = conform("--backend reference" + filter);
+  EXPECT_EQ(quiet.cli.exit_code, 0) << quiet.cli.out;
+  EXPECT_EQ(quiet.cli.out.find(" OK"), std::string::npos) << quiet.cli.out;
+  EXPECT_NE(quiet.cli.out.find("summary by category"), std::string::npos) << quiet.cli.out;
+  EXPECT_NE(quiet.cli.out.find("report: "), std::string::npos) << quiet.cli.out;
+  ASSERT_FALSE(quiet.report.at("results").empty());  // the report still has every row
+
+  const ConformRun verbose = conform("--backend reference --verbose" + filter);
+  EXPECT_NE(verbose.cli.out.find(" OK"), std::string::npos) << verbose.cli.out;
+
+  const ConformRun faulty = conform("--backend faulty-no-window" + filter);
+  EXPECT_EQ(faulty.cli.exit_code, 1);
+  EXPECT_NE(faulty.cli.out.find(" FAIL"), std::string::npos) << faulty.cli.out;
+  EXPECT_EQ(faulty.cli.out.find(" OK"), std::string::npos) << faulty.cli.out;
 }
 
 struct FaultyCase {
