@@ -2,9 +2,6 @@
 # On the GPU host: build against its CUDA LibTorch, run every CTest test (the CUDA variants run
 # there instead of skipping), then compare one decoder layer of each released geometry with
 # transformers (tools/gpu_compare_transformers.sh). Logs go to $OUT when set.
-#
-# ../shared does not travel to the GPU host: copy it into the checkout as shared/ (git-ignored)
-# and pass it with the device tool's carry; GEMMA4_SHARED_DIR points the tests at it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source ci/gpu_env.sh
@@ -16,7 +13,7 @@ grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest.log" | tail -15
 # Evidence that the CUDA variants ran rather than skipped.
 build/bin/test_reference --gtest_filter='*cuda*:*Cuda*:Checkpoint.RecomputeThread' 2>&1 | tee "$OUT/cuda_tests.log" |
   grep -E "recompute on|PASSED|FAILED|SKIPPED" | tail -8
-CONFIGS=$GEMMA4_SHARED_DIR/configs tools/gpu_compare_transformers.sh
+CONFIGS=reference/configs tools/gpu_compare_transformers.sh
 compare_status=$?
 echo "ctest exit $ctest_status, comparison exit $compare_status"
 exit $((ctest_status || compare_status))

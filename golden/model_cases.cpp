@@ -58,17 +58,12 @@ const std::vector<LayerCase>& layer_cases() {
   return cases;
 }
 
-std::string released_configs_dir() {
-  if (const char* shared = std::getenv("GEMMA4_SHARED_DIR")) return files::join(shared, "configs");
-  const std::string beside = std::string(GEMMA4_SOURCE_DIR) + "/../shared/configs";
-  if (files::is_directory(beside)) return beside;
-  return std::string(GEMMA4_SOURCE_DIR) + "/shared/configs";
-}
+std::string released_configs_dir() { return std::string(GEMMA4_SOURCE_DIR) + "/reference/configs"; }
 
 nlohmann::json load_released_config(const std::string& file, const std::string& configs_dir) {
   const std::string path = files::join(configs_dir, file);
   std::ifstream in(path);
-  if (!in) throw Error("cannot read released config " + path + " (set GEMMA4_SHARED_DIR or --configs)");
+  if (!in) throw Error("cannot read released config " + path + " (golden generate takes --configs DIR)");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);

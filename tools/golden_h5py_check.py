@@ -141,7 +141,7 @@ ALLOWED = {
     "truth_dtype": {"f32"},
 }
 INT_ATTRS = ("format_version", "seed", "layer")
-# Computed in float32 whatever the dtype: transformers' loss upcasts the logits (shared/GEMMA4.md,
+# Computed in float32 whatever the dtype: transformers' loss upcasts the logits (reference/GEMMA4.md,
 # Forward step 7), so a bf16 run's loss is not a bf16 value.
 FP32_ALWAYS = {"expected/outputs/loss"}
 

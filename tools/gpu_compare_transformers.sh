@@ -16,8 +16,7 @@
 #   GEOMETRIES  which geometries                                       (default: "31b 26b-a4b e2b")
 #   SEQ         sequence length                                        (default: 2048)
 #   DEVICE      device for transformers and for gemma4-conform         (default: cuda)
-#   CONFIGS     released text configs (hf_cases.py default: <repo>/../shared/configs; that
-#               folder may not exist on a GPU host: copy it into the checkout and point here)
+#   CONFIGS     released text configs (hf_cases.py default: <repo>/reference/configs)
 #   KEEP_CASES  1 keeps each case directory; by default it is removed after its comparison,
 #               because one 26B-A4B case with its outputs takes tens of GB of disk
 set -uo pipefail

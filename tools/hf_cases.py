@@ -68,7 +68,7 @@ from transformers.models.gemma4.modeling_gemma4 import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIGS = REPO_ROOT.parent / "shared" / "configs"
+DEFAULT_CONFIGS = REPO_ROOT / "reference" / "configs"
 
 PAD_ID = 0  # Gemma4TextConfig's default pad_token_id; nn.Embedding(padding_idx=PAD_ID) in transformers
 SLIDING, FULL = "sliding_attention", "full_attention"

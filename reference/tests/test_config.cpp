@@ -19,7 +19,7 @@ json read_json(const std::string& path) {
   return json::parse(in);
 }
 
-Config released(const std::string& name) { return load_config(test::shared_configs_dir() + "/" + name + ".json"); }
+Config released(const std::string& name) { return load_config(test::released_configs_dir() + "/" + name + ".json"); }
 
 // Expects parse_config to throw a gemma4::Error whose message contains `phrase`.
 void expect_error(const json& j, const std::string& phrase) {
@@ -116,7 +116,7 @@ void expect_same_layers(const Config& a, const Config& b) {
 TEST(Config, BothGlobalGeometrySerializationsAgree) {
   for (const char* name : {"gemma-4-e2b", "gemma-4-e4b", "gemma-4-31b", "gemma-4-26b-a4b"}) {
     SCOPED_TRACE(name);
-    const json top_level = read_json(test::shared_configs_dir() + "/" + name + ".json");
+    const json top_level = read_json(test::released_configs_dir() + "/" + name + ".json");
     const Config a = parse_config(top_level);
     const Config b = parse_config(to_per_layer_config(top_level, a));
     expect_same_layers(a, b);
@@ -124,7 +124,7 @@ TEST(Config, BothGlobalGeometrySerializationsAgree) {
 }
 
 TEST(Config, NestedTextConfig) {
-  const json flat = read_json(test::shared_configs_dir() + "/gemma-4-e2b.json");
+  const json flat = read_json(test::released_configs_dir() + "/gemma-4-e2b.json");
   const json nested = {{"model_type", "gemma4"}, {"architectures", {"Gemma4ForConditionalGeneration"}}, {"text_config", flat}};
   expect_same_layers(parse_config(flat), parse_config(nested));
 }

@@ -17,7 +17,7 @@ const KvKeyConvention kConventions[] = {KvKeyConvention::kLayerIndex, KvKeyConve
 
 TEST(KvSharing, EveryReadKeyIsWrittenByAStoringLayerOfTheSameType) {
   for (const char* name : kReleased) {
-    const Config c = load_config(test::shared_configs_dir() + "/" + name + ".json");
+    const Config c = load_config(test::released_configs_dir() + "/" + name + ".json");
     for (KvKeyConvention convention : kConventions) {
       SCOPED_TRACE(std::string(name) + " " + kv_key_convention_name(convention));
       EXPECT_NO_THROW(check_kv_rendezvous(c, convention));
@@ -45,7 +45,7 @@ TEST(KvSharing, ConventionNames) {
 // under the layer-index convention (the layer-type key hides the mistake, which is why both
 // conventions are checked).
 TEST(KvSharing, RendezvousCheckCatchesAWrongSource) {
-  Config c = load_config(test::shared_configs_dir() + "/gemma-4-e2b.json");
+  Config c = load_config(test::released_configs_dir() + "/gemma-4-e2b.json");
   c.layers[20].kv_source = 12;  // layer 12 stores nothing
   EXPECT_THROW(check_kv_rendezvous(c, KvKeyConvention::kLayerIndex), Error);
 }

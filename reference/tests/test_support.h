@@ -10,11 +10,8 @@
 
 namespace gemma4::test {
 
-// ../shared beside the checkout, or GEMMA4_SHARED_DIR where it lies elsewhere (the GPU host).
-inline std::string shared_configs_dir() {
-  const char* shared = std::getenv("GEMMA4_SHARED_DIR");
-  return (shared ? std::string(shared) : std::string(GEMMA4_SOURCE_DIR) + "/../shared") + "/configs";
-}
+// The released models' text configs (reference/configs).
+inline std::string released_configs_dir() { return std::string(GEMMA4_SOURCE_DIR) + "/reference/configs"; }
 inline std::string transformers_cases_dir() { return std::string(GEMMA4_SOURCE_DIR) + "/golden/transformers"; }
 
 // E2B-like in miniature: PLE, KV sharing (layers 3..6 borrow from 1 and 2), double-wide MLP, MQA.

@@ -81,7 +81,7 @@ int generate_command(const std::vector<std::string>& argv) {
       {"dtype", "f32|bf16|f16|all", "precision (default f32; all: one file per dtype)"},
       {"device", "cpu|cuda", "device (default cpu)"},
       {"seed", "N", "seed of every generated tensor (default 0)"},
-      {"configs", "DIR", "released configs for model/real cases (default $GEMMA4_SHARED_DIR/configs or ../shared/configs)"},
+      {"configs", "DIR", "released configs for model/real cases (default reference/configs)"},
   };
   Args args;
   if (!args.parse("golden generate",

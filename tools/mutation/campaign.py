@@ -140,7 +140,8 @@ class Campaign:
         self.logs = self.workdir / "logs"
         self.restore_dir = self.workdir / "restore"
         self.env = build_env(os.environ)
-        self.env["GEMMA4_SHARED_DIR"] = str(args.shared_dir)
+        if args.shared_dir:
+            self.env["GEMMA4_SHARED_DIR"] = str(args.shared_dir)
         # tools/git_sha.cmake would mark the mutated tree "-dirty" and rewrite git_sha.h, costing
         # recompiles; a fixed value keeps the build incremental.
         self.env["GEMMA4_GIT_SHA"] = commit[:12] + "-mutation"

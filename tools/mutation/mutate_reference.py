@@ -123,8 +123,8 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     p.add_argument("--torch-prefix", metavar="DIR",
                    help="LibTorch's CMake prefix (default: from the repository's .venv/bin/python)")
     p.add_argument("--shared-dir", metavar="DIR",
-                   help="the shared folder with configs/ (GEMMA4_SHARED_DIR for conform; default: "
-                        "$GEMMA4_SHARED_DIR, else ../shared beside the repository)")
+                   help="only for commits before the released configs moved into reference/configs: the "
+                        "folder holding configs/ (passed to conform as GEMMA4_SHARED_DIR)")
     p.add_argument("--build-type", default="RelWithDebInfo", help="CMAKE_BUILD_TYPE of the mutation build "
                    "(the project's default)")
     p.add_argument("--with-cuda-backend", action="store_true",
@@ -235,13 +235,10 @@ def main(argv: List[str]) -> int:
                                                                        len(selected)))
         return 0
 
-    if args.shared_dir is None:
-        env_dir = os.environ.get("GEMMA4_SHARED_DIR")
-        args.shared_dir = env_dir if env_dir else str(repo.parent / "shared")
-    args.shared_dir = str(Path(args.shared_dir).resolve())
-    if not (Path(args.shared_dir) / "configs").is_dir():
-        sys.exit("error: %s/configs not found: pass --shared-dir (the folder holding the released configs)"
-                 % args.shared_dir)
+    if args.shared_dir is not None:
+        args.shared_dir = str(Path(args.shared_dir).resolve())
+        if not (Path(args.shared_dir) / "configs").is_dir():
+            sys.exit("error: %s/configs not found (--shared-dir)" % args.shared_dir)
 
     camp = Campaign(args, repo, commit)
     camp.check_workdir_safe()
