@@ -21,6 +21,34 @@ std::string Capabilities::unsupported(const torch::Device& device, torch::Scalar
   return "";
 }
 
+namespace {
+
+// Whether `op` still holds the reference's function (stored as a plain function pointer).
+template <class Signature>
+bool is_reference(const std::function<Signature>& op, const std::function<Signature>& reference) {
+  const auto* a = op.template target<Signature*>();
+  const auto* b = reference.template target<Signature*>();
+  return a != nullptr && b != nullptr && *a == *b;
+}
+
+}  // namespace
+
+std::vector<std::string> replaced_parts(const Backend& backend) {
+  // A plugin links its own copy of the reference: its reference ops live at other addresses, and
+  // the executable's symbols are not exported to compare names.
+  if (backend.kind == BackendKind::kPlugin) return {"unknown (plugin)"};
+  const LayerOps& ref = reference_layer_ops();
+  const LayerOps& ops = backend.ops;
+  std::vector<std::string> parts;
+  if (!is_reference(ops.rms_norm, ref.rms_norm)) parts.push_back("rms_norm");
+  if (!is_reference(ops.qk_norm_rope, ref.qk_norm_rope)) parts.push_back("qk_norm_rope");
+  if (!is_reference(ops.attention, ref.attention)) parts.push_back("attention");
+  if (!is_reference(ops.geglu, ref.geglu)) parts.push_back("geglu");
+  if (!is_reference(ops.moe_experts, ref.moe_experts)) parts.push_back("moe_experts");
+  if (backend.kv_handoff) parts.push_back("kv_handoff");
+  return parts;
+}
+
 const char* backend_kind_name(BackendKind kind) {
   switch (kind) {
     case BackendKind::kReference: return "reference";

@@ -53,6 +53,12 @@ struct Backend {
   bool below_reduced_precision = false;
 };
 
+// The parts a backend replaces, in LayerOps order ("rms_norm", "qk_norm_rope", "attention", "geglu",
+// "moe_experts"), then "kv_handoff": an op counts as replaced unless it is the reference's own
+// function. For a plugin this cannot be told (its reference ops are its own copies): one entry,
+// "unknown (plugin)".
+std::vector<std::string> replaced_parts(const Backend& backend);
+
 // The in-tree backends, by name: "reference" first, then the faulty-* ones.
 const std::vector<Backend>& builtin_backends();
 // Throws gemma4::Error listing the known names.

@@ -7,12 +7,41 @@
 #include "impl/plugin_loader.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/text.h"
 
 namespace gemma4::cli {
+
+namespace {
+
+std::string joined(const std::vector<std::string>& items, const std::string& none) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ",") + item;
+  return out.empty() ? none : out;
+}
+
+// ggml's support mode: what each backend declares, one row each.
+void print_matrix(const std::vector<impl::Backend>& backends) {
+  std::cout << pad("backend", 44) << pad("kind", 10) << pad("devices", 10) << pad("dtypes", 14) << pad("head dims", 28)
+            << pad("window", 8) << pad("determ.", 8) << "replaces\n";
+  for (const impl::Backend& b : backends) {
+    const impl::Capabilities& c = b.capabilities;
+    std::vector<std::string> devices, dtypes, head_dims;
+    for (torch::DeviceType d : c.devices) devices.push_back(c10::DeviceTypeName(d, /*lower_case=*/true));
+    for (torch::ScalarType t : c.dtypes) dtypes.push_back(t == torch::kFloat32 ? "f32" : t == torch::kBFloat16 ? "bf16" : "f16");
+    for (int64_t h : c.head_dims) head_dims.push_back(std::to_string(h));
+    std::cout << pad(b.name, 44) << pad(impl::backend_kind_name(b.kind), 10) << pad(joined(devices, "-"), 10)
+              << pad(joined(dtypes, "-"), 14) << pad(joined(head_dims, "any"), 28)
+              << pad(c.max_sliding_window > 0 ? std::to_string(c.max_sliding_window) : "any", 8)
+              << pad(c.deterministic ? "yes" : "no", 8) << joined(impl::replaced_parts(b), "none") << "\n";
+  }
+}
+
+}  // namespace
 
 int backends_command(const std::vector<std::string>& argv) {
   const std::vector<Option> options = {
       {"backend-lib", "PATH", "also load and list an out-of-tree backend plugin"},
+      {"matrix", "", "a support matrix instead: devices, dtypes, head dims, largest window, determinism, parts replaced"},
   };
   Args args;
   if (!args.parse("backends",
@@ -32,8 +61,13 @@ int backends_command(const std::vector<std::string>& argv) {
     fails.resize(std::max<size_t>(fails.size(), 36), ' ');
     std::cout << name << " " << kind << fails << " " << b.description << "\n";
   };
-  for (const impl::Backend& b : impl::builtin_backends()) print(b);
-  if (args.has("backend-lib")) print(impl::load_plugin(args.get("backend-lib")));
+  std::vector<impl::Backend> backends = impl::builtin_backends();
+  if (args.has("backend-lib")) backends.push_back(impl::load_plugin(args.get("backend-lib")));
+  if (args.has("matrix")) {
+    print_matrix(backends);
+    return 0;
+  }
+  for (const impl::Backend& b : backends) print(b);
   return 0;
 }
 

@@ -182,6 +182,27 @@ TEST(ConformCli, EveryFaultyBackendDeclaresWhereItFails) {
   EXPECT_EQ(r.out.rfind("reference ", 0), 0u) << r.out;
 }
 
+// The support matrix: the reference replaces nothing, each variant and fused backend what it
+// says, a KV hand-off bug its hand-off; a plugin's declared capabilities show.
+TEST(ConformCli, BackendsMatrix) {
+  const CliResult r = run_cli(std::string("backends --matrix --backend-lib ") + GEMMA4_EXAMPLE_PLUGIN);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, std::string> rows;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) rows[line.substr(0, line.find(' '))] = line;
+  ASSERT_TRUE(rows.count("backend")) << r.out;
+  auto replaces = [&](const std::string& name) {
+    const std::string& row = rows[name];
+    return row.substr(row.rfind("  ") + 2);
+  };
+  EXPECT_EQ(replaces("reference"), "none") << rows["reference"];
+  EXPECT_EQ(replaces("variant-sdpa"), "attention") << rows["variant-sdpa"];
+  EXPECT_EQ(replaces("variant-aten-rms-norm"), "rms_norm") << rows["variant-aten-rms-norm"];
+  EXPECT_EQ(replaces("faulty-thread-local-kv"), "kv_handoff") << rows["faulty-thread-local-kv"];
+  EXPECT_NE(rows["example-plugin"].find("unknown (plugin)"), std::string::npos) << r.out;
+  EXPECT_NE(rows["example-plugin"].find(" f32,bf16 "), std::string::npos) << rows["example-plugin"];
+}
+
 TEST(ConformCli, BadPluginsAndOptionsGiveOneLineErrors) {
   expect_one_line_error(run_cli(std::string("conform --backend-lib ") + GEMMA4_WRONG_ABI_PLUGIN), 1,
                         "plugin ABI version 3, this gemma4-conform needs 2");
