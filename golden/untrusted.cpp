@@ -38,11 +38,11 @@ namespace {
 
 }  // namespace
 
-void probe_in_child(const std::string& path, const std::function<void()>& read, int timeout_seconds) {
+ChildResult run_in_child(const std::function<void()>& read, int timeout_ms) {
   int fds[2];
-  if (::pipe(fds) != 0) throw Error(path + ": cannot read it apart (pipe: " + std::strerror(errno) + ")");
+  if (::pipe(fds) != 0) throw Error(std::string("cannot read apart (pipe: ") + std::strerror(errno) + ")");
   const pid_t pid = ::fork();
-  if (pid < 0) throw Error(path + ": cannot read it apart (fork: " + std::strerror(errno) + ")");
+  if (pid < 0) throw Error(std::string("cannot read apart (fork: ") + std::strerror(errno) + ")");
   if (pid == 0) {
     ::close(fds[0]);
     child(read, fds[1]);
@@ -50,7 +50,7 @@ void probe_in_child(const std::string& path, const std::function<void()>& read, 
   ::close(fds[1]);
   std::string text;
   bool hung = false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
@@ -69,17 +69,25 @@ void probe_in_child(const std::string& path, const std::function<void()>& read, 
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (hung) {
-    throw Error(path + ": malformed file: reading it did not finish in " + std::to_string(timeout_seconds) + " s");
+  if (hung) return {ChildOutcome::kHung, "ran past " + std::to_string(timeout_ms) + " ms"};
+  if (WIFSIGNALED(status)) return {ChildOutcome::kCrashed, strsignal(WTERMSIG(status))};
+  if (text.empty()) return {ChildOutcome::kCrashed, "stopped without a verdict"};
+  const std::string message = text.substr(1);
+  if (text[0] == 'a') return {ChildOutcome::kAccepted, ""};
+  return {text[0] == 'r' ? ChildOutcome::kRefused : ChildOutcome::kUnclear, message};
+}
+
+void probe_in_child(const std::string& path, const std::function<void()>& read, int timeout_seconds) {
+  const ChildResult r = run_in_child(read, timeout_seconds * 1000);
+  const std::string first_line = r.message.substr(0, r.message.find('\n'));  // c10's carry a backtrace
+  switch (r.outcome) {
+    case ChildOutcome::kAccepted: return;
+    case ChildOutcome::kRefused: throw Error(first_line);
+    case ChildOutcome::kUnclear: throw Error(path + ": cannot read: " + first_line);
+    case ChildOutcome::kCrashed: throw Error(path + ": malformed file: the reader crashed on it (" + r.message + ")");
+    case ChildOutcome::kHung:
+      throw Error(path + ": malformed file: reading it did not finish in " + std::to_string(timeout_seconds) + " s");
   }
-  if (WIFSIGNALED(status)) {
-    throw Error(path + ": malformed file: the reader crashed on it (" + strsignal(WTERMSIG(status)) + ")");
-  }
-  if (text.empty()) throw Error(path + ": malformed file: the reader stopped without a verdict");
-  std::string message = text.substr(1);
-  message = message.substr(0, message.find('\n'));  // c10's messages carry a backtrace
-  if (text[0] == 'r') throw Error(message);
-  if (text[0] == 'u') throw Error(path + ": cannot read: " + message);
 }
 
 }  // namespace gemma4::golden

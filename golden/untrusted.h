@@ -9,6 +9,25 @@
 
 namespace gemma4::golden {
 
+// How a read in a forked child ended.
+enum class ChildOutcome {
+  kAccepted,  // read through
+  kRefused,   // threw gemma4::Error (message: its text, whole)
+  kUnclear,   // threw another exception (message: its what())
+  kCrashed,   // died of a signal (message: the signal's name)
+  kHung,      // ran past the timeout and was killed
+};
+
+struct ChildResult {
+  ChildOutcome outcome;
+  std::string message;
+};
+
+// Runs `read` in a forked child (single-threaded, killed if this process dies) and reports how it
+// ended; nothing the child does can take this process down. Used by probe_in_child and by the
+// fuzz loop (tools/fuzz).
+ChildResult run_in_child(const std::function<void()>& read, int timeout_ms);
+
 // Runs `read` in a forked child and returns when it finished (accepted or refused: a refusal is
 // rethrown here with the child's message). Throws gemma4::Error naming `path` when the child died
 // of a signal or ran past `timeout_seconds`.

@@ -11,9 +11,6 @@
 //   unclear    refused with another exception type, or a message of more than one line
 // Exit 0 only when there were no findings.
 #include <nlohmann/json.hpp>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <ATen/Parallel.h>
@@ -30,6 +27,7 @@
 
 #include "golden/candidate.h"
 #include "golden/golden_file.h"
+#include "golden/untrusted.h"
 #include "reference/config.h"
 #include "reference/error.h"
 #include "reference/files.h"
@@ -83,69 +81,19 @@ void read_with(Reader reader, const std::string& path) {
   }
 }
 
-enum class Outcome { kAccepted, kRefused, kUnclear, kCrash, kHang };
+// A case's outcome: how the child ended, with a refusal that is not one line counted as unclear.
+using Outcome = golden::ChildOutcome;
 
-// The child's verdict travels as one byte (and, for a refusal, the message) through a pipe.
-void child_run(Reader reader, const std::string& path, int out_fd) {
-  char code = 'a';
-  std::string message;
-  try {
-    read_with(reader, path);
-  } catch (const Error& e) {
-    message = e.what();
-    code = message.find('\n') == std::string::npos && !message.empty() ? 'r' : 'u';
-  } catch (const std::exception& e) {
-    message = std::string("not a gemma4::Error: ") + e.what();
-    code = 'u';
+golden::ChildResult run_case(Reader reader, const std::string& path, int timeout_ms) {
+  golden::ChildResult r = golden::run_in_child([&] { read_with(reader, path); }, timeout_ms);
+  if (r.outcome == Outcome::kUnclear) {
+    r.message = "not a gemma4::Error: " + r.message;
+  } else if (r.outcome == Outcome::kRefused && (r.message.empty() || r.message.find('\n') != std::string::npos)) {
+    r.outcome = Outcome::kUnclear;
+  } else if (r.outcome == Outcome::kCrashed) {
+    r.message = "signal " + r.message;
   }
-  message = code + message.substr(0, 4000);
-  ssize_t ignored = ::write(out_fd, message.data(), message.size());
-  (void)ignored;
-  ::_exit(0);
-}
-
-struct Result {
-  Outcome outcome;
-  std::string message;
-};
-
-Result run_case(Reader reader, const std::string& path, int timeout_ms) {
-  int fds[2];
-  if (::pipe(fds) != 0) throw Error("pipe failed");
-  const pid_t pid = ::fork();
-  if (pid < 0) throw Error("fork failed");
-  if (pid == 0) {
-    ::close(fds[0]);
-    child_run(reader, path, fds[1]);
-  }
-  ::close(fds[1]);
-  std::string text;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  bool hung = false;
-  for (;;) {
-    const int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
-    if (left <= 0) {
-      hung = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    if (::poll(&p, 1, left) <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n <= 0) break;  // the child closed the pipe: it exited or died
-    text.append(buf, size_t(n));
-  }
-  ::close(fds[0]);
-  if (hung) ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (hung) return {Outcome::kHang, "ran past " + std::to_string(timeout_ms) + " ms"};
-  if (WIFSIGNALED(status)) return {Outcome::kCrash, std::string("signal ") + strsignal(WTERMSIG(status))};
-  if (text.empty()) return {Outcome::kCrash, "child exited without a verdict"};
-  const char code = text[0];
-  const std::string message = text.substr(1);
-  if (code == 'a') return {Outcome::kAccepted, ""};
-  return {code == 'r' ? Outcome::kRefused : Outcome::kUnclear, message};
+  return r;
 }
 
 // ---- mutations -------------------------------------------------------------------------------
@@ -244,13 +192,13 @@ void write_file(const std::string& path, const std::string& bytes) {
 
 // The negative control: the loop must see each planted finding for what it is.
 int self_test(const std::string& work, int timeout_ms) {
-  const std::pair<char, Outcome> planted[] = {{'c', Outcome::kCrash}, {'h', Outcome::kHang}, {'u', Outcome::kUnclear},
+  const std::pair<char, Outcome> planted[] = {{'c', Outcome::kCrashed}, {'h', Outcome::kHung}, {'u', Outcome::kUnclear},
                                               {'m', Outcome::kUnclear}, {'r', Outcome::kRefused}};
   int wrong = 0;
   for (const auto& [byte, expected] : planted) {
     const std::string input = files::join(work, "self-test");
     write_file(input, std::string(1, byte));
-    const Result r = run_case(Reader::kSelfTest, input, timeout_ms);
+    const golden::ChildResult r = run_case(Reader::kSelfTest, input, timeout_ms);
     const bool ok = r.outcome == expected;
     wrong += ok ? 0 : 1;
     std::cout << "self-test '" << byte << "': " << (ok ? "seen as expected" : "MISSED") << " (" << r.message << ")\n";
@@ -325,10 +273,10 @@ int main(int argc, char** argv) {
     for (long c = 0; c < cases; ++c) {
       const std::string bytes = mutate(seeds[size_t(rng() % seeds.size())], r.json, rng);
       write_file(input, bytes);
-      const Result res = run_case(r.reader, input, timeout_ms);
+      const golden::ChildResult res = run_case(r.reader, input, timeout_ms);
       ++count[res.outcome];
       if (res.outcome == Outcome::kRefused && int(samples.size()) < show) samples.push_back(res.message);
-      if (res.outcome == Outcome::kCrash || res.outcome == Outcome::kHang || res.outcome == Outcome::kUnclear) {
+      if (res.outcome == Outcome::kCrashed || res.outcome == Outcome::kHung || res.outcome == Outcome::kUnclear) {
         ++findings;
         const std::string kept = files::join(artifacts, std::string(r.name) + "-case" + std::to_string(c));
         write_file(kept, bytes);
@@ -337,7 +285,7 @@ int main(int argc, char** argv) {
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("%-12s %6ld %9ld %8ld %8ld %6ld %5ld %9.1f\n", r.name, cases, count[Outcome::kAccepted],
-                count[Outcome::kRefused], count[Outcome::kUnclear], count[Outcome::kCrash], count[Outcome::kHang], secs);
+                count[Outcome::kRefused], count[Outcome::kUnclear], count[Outcome::kCrashed], count[Outcome::kHung], secs);
     for (const std::string& m : samples) std::cout << "    refused: " << m.substr(0, 200) << "\n";
     std::cout.flush();
   }
