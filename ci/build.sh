@@ -12,6 +12,8 @@ H5PY_VERSION=3.16.0
 TRANSFORMERS_VERSION=5.17.0  # golden check proven on transformers (tools/check_transformers_candidates.py)
 SAFETENSORS_VERSION=0.8.0
 NUMPY_VERSION=2.4.6
+PYTEST_VERSION=8.4.2               # the Python package's tests (tools/python/tests)
+SCIKIT_BUILD_CORE_VERSION=0.11.6   # builds the Python package (pyproject.toml)
 BUILD_DIR=${BUILD_DIR:-build}
 say() { echo "[build] $*"; }
 
@@ -72,7 +74,22 @@ torch_prefix() {
     say "installing transformers==$TRANSFORMERS_VERSION safetensors==$SAFETENSORS_VERSION from PyPI into .venv" >&2
     .venv/bin/python -m pip install -q "transformers==$TRANSFORMERS_VERSION" "safetensors==$SAFETENSORS_VERSION" >&2
   fi
+  # pytest and scikit-build-core: the Python package gemma4_conform, its build and its tests.
+  if ! .venv/bin/python -c "import pytest, scikit_build_core" 2>/dev/null; then
+    say "installing pytest==$PYTEST_VERSION scikit-build-core==$SCIKIT_BUILD_CORE_VERSION from PyPI into .venv" >&2
+    .venv/bin/python -m pip install -q "pytest==$PYTEST_VERSION" "scikit-build-core==$SCIKIT_BUILD_CORE_VERSION" >&2
+  fi
   .venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)'
+}
+
+# The Python package into .venv, built by scikit-build-core in the build directory just built (so
+# only the packaging is new) against .venv's torch. Not with TORCH_PREFIX: that LibTorch's Python
+# is not ours to install into; use PYTHONPATH=$BUILD_DIR/python there.
+install_python_package() {
+  [ -n "${TORCH_PREFIX:-}" ] && return 0
+  say "installing the Python package gemma4_conform into .venv"
+  .venv/bin/python -m pip install -q --no-build-isolation --no-deps -C "build-dir=$BUILD_DIR" . \
+    > "$BUILD_DIR/pip-install.log" 2>&1 || { tail -30 "$BUILD_DIR/pip-install.log"; return 1; }
 }
 
 # nvcc builds the fused CUDA backend (impl/cuda/); where it is present, a failure to build that
@@ -97,3 +114,4 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
 fi
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 say "built $BUILD_DIR/bin/gemma4-conform"
+install_python_package

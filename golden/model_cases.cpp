@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "golden/data_dir.h"
 #include "reference/counter_random.h"
 #include "reference/decoder_layer.h"
 #include "reference/error.h"
@@ -58,7 +59,7 @@ const std::vector<LayerCase>& layer_cases() {
   return cases;
 }
 
-std::string released_configs_dir() { return std::string(GEMMA4_SOURCE_DIR) + "/reference/configs"; }
+std::string released_configs_dir() { return files::join(data_dir(), "reference/configs"); }
 
 nlohmann::json load_released_config(const std::string& file, const std::string& configs_dir) {
   const std::string path = files::join(configs_dir, file);

@@ -37,7 +37,7 @@ struct LayerCase {
 };
 const std::vector<LayerCase>& layer_cases();
 
-// reference/configs of the source tree: the released models' text configs.
+// reference/configs/ of the data directory (golden/data_dir.h): the released models' text configs.
 std::string released_configs_dir();
 nlohmann::json load_released_config(const std::string& file, const std::string& configs_dir);
 nlohmann::json tiny_config(const ModelCase& model_case, const std::string& configs_dir);

@@ -36,30 +36,30 @@ std::ofstream open_out(const std::string& path) {
 
 }  // namespace
 
-void print_verify_table(const golden::VerifyReport& report) {
-  std::cout << "  " << pad("tensor", 52) << pad("cosine", 13) << pad("max_abs", 10) << pad("base_max", 10)
+void print_verify_table(const golden::VerifyReport& report, std::ostream& out) {
+  out << "  " << pad("tensor", 52) << pad("cosine", 13) << pad("max_abs", 10) << pad("base_max", 10)
             << pad("bound", 10) << pad("rms", 10) << pad("base_rms", 10) << pad("bound", 10) << "verdict\n";
   for (const golden::TensorCheck& c : report.checks) {
-    std::cout << "  " << pad(c.name, 52);
+    out << "  " << pad(c.name, 52);
     if (!c.problem.empty()) {
-      std::cout << (c.checked ? "FAIL (" : "not checked (") << c.problem << ")\n";
+      out << (c.checked ? "FAIL (" : "not checked (") << c.problem << ")\n";
       continue;
     }
     const golden::Verdict& v = c.verdict;
     const bool family = v.rule == golden::Rule::kReducedPrecision;
     std::ostringstream cosine;
     cosine << std::fixed << std::setprecision(9) << v.metrics.cosine;
-    std::cout << pad(cosine.str(), 13) << pad(sci(v.metrics.max_abs), 10) << pad(family ? sci(v.baseline.max_abs) : "-", 10)
+    out << pad(cosine.str(), 13) << pad(sci(v.metrics.max_abs), 10) << pad(family ? sci(v.baseline.max_abs) : "-", 10)
               << pad(sci(v.max_bound), 10) << pad(sci(v.metrics.rms), 10) << pad(family ? sci(v.baseline.rms) : "-", 10)
               << pad(family ? sci(v.rms_bound) : "-", 10) << (v.pass ? "pass" : "FAIL");
-    if (!v.pass && !family && v.metrics.cosine < v.cosine_min) std::cout << " (cosine below " << v.cosine_min << ")";
-    if (v.non_finite > 0) std::cout << " (" << v.non_finite << " values not finite)";
-    std::cout << "\n";
+    if (!v.pass && !family && v.metrics.cosine < v.cosine_min) out << " (cosine below " << v.cosine_min << ")";
+    if (v.non_finite > 0) out << " (" << v.non_finite << " values not finite)";
+    out << "\n";
   }
 }
 
-void write_check_json(const std::string& path, const std::string& golden_path, const std::string& candidate_path,
-                      const golden::VerifyReport& report) {
+nlohmann::json check_json(const std::string& golden_path, const std::string& candidate_path,
+                          const golden::VerifyReport& report) {
   nlohmann::json rows = nlohmann::json::array();
   for (const golden::TensorCheck& c : report.checks) {
     nlohmann::json row = {{"tensor", c.name}, {"status", status_name(status_of(c))}};
@@ -76,12 +76,15 @@ void write_check_json(const std::string& path, const std::string& golden_path, c
     rows.push_back(row);
   }
   const int n = int(report.checks.size());
-  const nlohmann::json doc = {
-      {"golden", golden_path}, {"candidate", candidate_path}, {"pass", report.pass()},
-      {"counts", {{"pass", n - report.failures() - report.not_checked()}, {"fail", report.failures()},
-                  {"not_checked", report.not_checked()}}},
-      {"rows", rows}};
-  open_out(path) << doc.dump(2) << "\n";
+  return {{"golden", golden_path}, {"candidate", candidate_path}, {"pass", report.pass()},
+          {"counts", {{"pass", n - report.failures() - report.not_checked()}, {"fail", report.failures()},
+                      {"not_checked", report.not_checked()}}},
+          {"rows", rows}};
+}
+
+void write_check_json(const std::string& path, const std::string& golden_path, const std::string& candidate_path,
+                      const golden::VerifyReport& report) {
+  open_out(path) << check_json(golden_path, candidate_path, report).dump(2) << "\n";
 }
 
 void write_check_junit(const std::string& path, const std::string& golden_path, const golden::VerifyReport& report) {

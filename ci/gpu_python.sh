@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# On the GPU host: the Python package (tools/python) on CUDA. Builds against the host's CUDA
+# LibTorch (ci/build.sh), then runs `python3 -m gemma4_conform conform --device cuda` from the build
+# tree's package (PYTHONPATH=build/python):
+#   - python_backends:correct (every op in plain PyTorch) in f32, bf16 and f16: backward on autograd's
+#     device thread and two models in two threads, through the GIL;
+#   - python_backends:window_off_by_one, its negative control (must fail);
+#   - the third-party kernels of tools/python/third_party (their wheels carried in .whl/, installed
+#     with --no-deps into /tmp/site): Liger-Kernel and axolotl, in bf16, f32 and f16.
+# Every table and JSON report goes into $OUT/logs.tar.gz (the device tool returns at most 8 files);
+# one line per run is printed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source ci/gpu_env.sh
+LOGS=$OUT/logs
+mkdir -p "$LOGS"
+finish() { tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$LOGS"; }
+trap finish EXIT
+
+python3 -c 'import sysconfig; print("python headers:", sysconfig.get_paths()["include"])'
+gpu_build || { cp "$OUT/build.log" "$LOGS/"; exit 1; }
+cp "$OUT/build.log" "$LOGS/"
+ls build/python/gemma4_conform/_core*.so || { echo "the Python module was not built"; exit 1; }
+if ls .whl/*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+fi
+export PYTHONPATH=build/python:tools/python/tests:tools/python/third_party:/tmp/site
+
+status=0
+# py_run NAME EXPECTED_EXIT ARGS...: one run, its table in $LOGS/NAME.txt and report in $LOGS/NAME.json.
+py_run() {
+  local name=$1 expected=$2 t0=$SECONDS code
+  shift 2
+  timeout "${RUN_TIMEOUT:-300}" python3 -m gemma4_conform conform --device cuda --report "$LOGS/$name.json" "$@" \
+    > "$LOGS/$name.txt" 2>&1
+  code=$?
+  [ "$code" = "$expected" ] || status=1
+  echo "$name: exit $code (expected $expected; $((SECONDS - t0)) s): $(tail -1 "$LOGS/$name.txt")"
+}
+
+for dtype in f32 bf16 f16; do
+  py_run "python-all-ops-$dtype" 0 --backend python_backends:correct --dtype "$dtype"
+done
+grep -h "recompute thread\|two models" "$LOGS"/python-all-ops-bf16.txt | head -4
+py_run python-window-off-by-one 1 --backend python_backends:window_off_by_one --filter '^(golden|op_sweep)/'
+for spec in ${THIRD_PARTY:-liger_backend:backend axolotl_backend:backend}; do
+  for dtype in bf16 f32 f16; do
+    py_run "${spec%%:*}-$dtype" "${EXPECT_THIRD_PARTY:-0}" --backend "$spec" --dtype "$dtype" --verbose
+  done
+done
+exit $status

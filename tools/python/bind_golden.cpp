@@ -1,0 +1,113 @@
+// Goldens from Python: read one, and judge a candidate (an HDF5 file or a dict of tensors) against
+// it under the tolerance policy, with the same rows, table, JSON and JUnit as `golden check`.
+#include <sstream>
+
+#include "golden/candidate.h"
+#include "golden/golden_file.h"
+#include "reference/error.h"
+#include "tools/cli/golden_report.h"
+#include "tools/python/bindings.h"
+
+namespace py = pybind11;
+
+namespace gemma4::python {
+namespace {
+
+// A judged candidate: the verdict table and where it came from.
+struct CheckResult {
+  std::string golden_path, candidate_label;
+  golden::VerifyReport report;
+};
+
+py::dict to_python(const golden::TensorMap& tensors) {
+  py::dict d;
+  for (const auto& [name, t] : tensors) d[py::str(name)] = t;
+  return d;
+}
+
+// nlohmann::json -> Python objects, through the json module (one conversion, no second serializer).
+py::object to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
+
+golden::TensorMap candidate_from_dict(const py::dict& given) {
+  golden::TensorMap candidate;
+  for (const auto& [key, value] : given) {
+    const std::string name = py::str(key);
+    if (!THPVariable_Check(value.ptr())) throw Error("candidate dataset '" + name + "' is not a torch.Tensor");
+    candidate[name] = THPVariable_Unpack(value.ptr()).detach().cpu();
+  }
+  return candidate;
+}
+
+CheckResult judge(const golden::GoldenCase& g, const std::string& golden_path, const py::object& candidate,
+                  bool forward_only) {
+  CheckResult result{golden_path, "", {}};
+  golden::TensorMap tensors;
+  if (py::isinstance<py::dict>(candidate)) {
+    tensors = candidate_from_dict(candidate);
+    result.candidate_label = "<dict>";
+  } else {
+    result.candidate_label = py::str(py::module_::import("os").attr("fspath")(candidate));
+    py::gil_scoped_release no_gil;
+    tensors = golden::read_candidate(result.candidate_label);
+  }
+  py::gil_scoped_release no_gil;
+  result.report = golden::check_candidate(
+      g, tensors, forward_only ? golden::CandidateScope::kForwardOnly : golden::CandidateScope::kForwardAndBackward);
+  return result;
+}
+
+}  // namespace
+
+void bind_golden(py::module_& m) {
+  py::class_<golden::GoldenCase>(m, "Golden", "A golden case read from its HDF5 file (golden/FORMAT.md).")
+      .def_readonly("kind", &golden::GoldenCase::kind, "'model', 'layer' or 'op'")
+      .def_readonly("name", &golden::GoldenCase::name)
+      .def_readonly("description", &golden::GoldenCase::description)
+      .def_readonly("dtype", &golden::GoldenCase::dtype, "'f32', 'bf16' or 'f16'")
+      .def_readonly("seed", &golden::GoldenCase::seed)
+      .def_readonly("kv_key", &golden::GoldenCase::kv_key)
+      .def_readonly("layer", &golden::GoldenCase::layer)
+      .def_property_readonly("config", [](const golden::GoldenCase& g) { return to_python(g.config); })
+      .def_property_readonly("generator", [](const golden::GoldenCase& g) { return g.provenance.generator; })
+      .def_property_readonly("inputs", [](const golden::GoldenCase& g) { return to_python(g.inputs); })
+      .def_property_readonly("weights", [](const golden::GoldenCase& g) { return to_python(g.weights); })
+      .def_property_readonly("upstream", [](const golden::GoldenCase& g) { return to_python(g.upstream); })
+      .def_property_readonly("expected", [](const golden::GoldenCase& g) { return to_python(g.expected); })
+      .def_property_readonly("truth", [](const golden::GoldenCase& g) { return to_python(g.truth); })
+      .def_property_readonly("judged", [](const golden::GoldenCase& g) { return to_python(g.judged); })
+      .def("__repr__", [](const golden::GoldenCase& g) { return "Golden('" + g.name + "', " + g.dtype + ")"; });
+
+  m.def(
+      "read_golden",
+      [](const std::string& path) {
+        py::gil_scoped_release no_gil;
+        return golden::read_untrusted_golden(path);
+      },
+      py::arg("path"));
+
+  py::class_<CheckResult>(m, "CheckResult", "A candidate judged against a golden: one row per dataset.")
+      .def_property_readonly("passed", [](const CheckResult& r) { return r.report.pass(); })
+      .def_property_readonly("failures", [](const CheckResult& r) { return r.report.failures(); })
+      .def_property_readonly("not_checked", [](const CheckResult& r) { return r.report.not_checked(); })
+      .def(
+          "to_dict",
+          [](const CheckResult& r) { return to_python(cli::check_json(r.golden_path, r.candidate_label, r.report)); },
+          "golden, candidate, pass, counts and rows, as `golden check --report` writes them")
+      .def("table",
+           [](const CheckResult& r) {
+             std::ostringstream out;
+             cli::print_verify_table(r.report, out);
+             return out.str();
+           })
+      .def("write_json",
+           [](const CheckResult& r, const std::string& path) {
+             cli::write_check_json(path, r.golden_path, r.candidate_label, r.report);
+           })
+      .def("write_junit", [](const CheckResult& r, const std::string& path) {
+        cli::write_check_junit(path, r.golden_path, r.report);
+      });
+
+  m.def("judge", &judge, py::arg("golden"), py::arg("golden_path"), py::arg("candidate"), py::arg("forward_only"));
+}
+
+}  // namespace gemma4::python

@@ -1,0 +1,90 @@
+"""python -m gemma4_conform: the gemma4-conform CLI, plus backends made in Python.
+
+    python -m gemma4_conform conform --backend MODULE:FACTORY [conform's options]
+
+imports MODULE, calls FACTORY() for a gemma4_conform.Backend and runs the suite on it, with every
+option of `gemma4-conform conform` (--device, --dtype, --filter, --steps, --report, --junit,
+--verbose). `--backend NAME` without a colon is an in-tree backend, and every other command
+(golden check, backends, calibrate, ...) is the CLI's own.
+"""
+import importlib
+import sys
+
+from . import Backend, _core, run_cli
+
+PROGRAM = "python -m gemma4_conform"
+
+
+class FactoryError(Exception):
+    pass
+
+
+def load_factory(spec: str) -> Backend:
+    """MODULE:FACTORY -> the Backend FACTORY() returns; every way this can go wrong is one line."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise FactoryError(f"--backend {spec!r}: expected MODULE:FACTORY")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # the user's module: any error it raises on import is reported, not raised
+        raise FactoryError(f"--backend {spec}: cannot import {module_name}: {type(e).__name__}: {e}") from e
+    factory = module
+    for part in attr.split("."):
+        if not hasattr(factory, part):
+            raise FactoryError(f"--backend {spec}: {module_name} has no attribute {attr!r}")
+        factory = getattr(factory, part)
+    if not callable(factory):
+        raise FactoryError(f"--backend {spec}: {attr} is not callable")
+    try:
+        backend = factory()
+    except Exception as e:
+        raise FactoryError(f"--backend {spec}: {attr}() raised {type(e).__name__}: {e}") from e
+    if not isinstance(backend, Backend):
+        raise FactoryError(f"--backend {spec}: {attr}() returned {type(backend).__name__}, not gemma4_conform.Backend")
+    return backend
+
+
+def backend_option(args):
+    """The value of --backend, or None."""
+    for i, a in enumerate(args):
+        if a == "--backend" and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith("--backend="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def without_backend(args):
+    """args less --backend and its value (C++ gets the backend made here, named by --backend NAME)."""
+    rest, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == "--backend":
+            skip = True
+        elif not a.startswith("--backend="):
+            rest.append(a)
+    return rest
+
+
+def main(argv=None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help", "help"):
+        print(__doc__.strip() + "\n")
+        return run_cli(args)
+    spec = backend_option(args)
+    if not args or args[0] != "conform" or spec is None or ":" not in spec:
+        return run_cli(args)
+    if "-h" in args or "--help" in args:  # conform's options, with --backend MODULE:FACTORY
+        return _core.conform(PROGRAM, ["--help"], Backend("help")._cpp())
+    try:
+        backend = load_factory(spec)
+        cpp = backend._cpp()
+    except (FactoryError, ValueError, TypeError, RuntimeError) as e:
+        print(f"{PROGRAM} conform: error: {e}", file=sys.stderr)
+        return 1
+    return _core.conform(PROGRAM, without_backend(args[1:]) + ["--backend", backend.name], cpp)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

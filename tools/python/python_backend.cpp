@@ -1,0 +1,169 @@
+#include "tools/python/python_backend.h"
+
+#include <memory>
+
+#include "golden/golden_file.h"
+#include "reference/error.h"
+
+namespace py = pybind11;
+
+namespace gemma4::python {
+namespace {
+
+// A Python callable that C++ may copy on any thread. The suite copies backends freely (into static
+// storage for the run, into the threads of multithreaded_recompute, into autograd's device thread),
+// none of which holds the GIL, so the callable is referenced once here and never released: it
+// lives as long as the process, which a backend under test does anyway.
+class Callable {
+ public:
+  Callable(std::string backend, std::string op, const py::handle& fn)
+      : backend_(std::move(backend)), op_(std::move(op)), fn_(fn.inc_ref().ptr()) {}
+
+  // Calls with the GIL held (the caller holds it already, to convert arguments); a Python exception becomes a gemma4::Error naming the backend and op,
+  // which the suite reports as that check's failure.
+  template <typename... Args>
+  py::object operator()(Args&&... args) const {
+    py::gil_scoped_acquire gil;
+    try {
+      return py::reinterpret_borrow<py::object>(fn_)(std::forward<Args>(args)...);
+    } catch (py::error_already_set& e) {
+      throw Error(where() + " raised " + e.what());
+    }
+  }
+
+  // A returned tensor, checked: a Python op that returns something else fails with its name.
+  torch::Tensor tensor(const py::handle& value, const char* what) const {
+    if (!THPVariable_Check(value.ptr())) {
+      throw Error(where() + " returned " + std::string(py::str(py::type::of(value).attr("__name__"))) + " for " +
+                  what + ", not a torch.Tensor");
+    }
+    return THPVariable_Unpack(value.ptr());
+  }
+  torch::Tensor optional_tensor(const py::handle& value, const char* what) const {
+    return value.is_none() ? torch::Tensor() : tensor(value, what);
+  }
+
+ private:
+  std::string where() const { return "python op " + op_ + " of backend '" + backend_ + "'"; }
+  std::string backend_, op_;
+  PyObject* fn_;  // one reference, never released (see above)
+};
+
+py::object to_python(const torch::Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
+
+void replace_ops(LayerOps& ops, const std::string& backend, const py::dict& given) {
+  for (const auto& [key, value] : given) {
+    const std::string op = py::str(key);
+    if (value.is_none()) continue;
+    if (!PyCallable_Check(value.ptr())) throw Error("backend '" + backend + "': op " + op + " is not callable");
+    const auto fn = std::make_shared<Callable>(backend, op, value);
+    if (op == "rms_norm") {
+      ops.rms_norm = [fn](const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+        py::gil_scoped_acquire gil;
+        return fn->tensor((*fn)(x, to_python(weight), eps), "the norm");
+      };
+    } else if (op == "qk_norm_rope") {
+      ops.qk_norm_rope = [fn](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const torch::Tensor& q_norm, const torch::Tensor& k_norm, const RopeTable& rope, double eps) {
+        py::gil_scoped_acquire gil;
+        const py::object out = (*fn)(q, to_python(k), to_python(v), q_norm, to_python(k_norm), rope, eps);
+        if (!py::isinstance<py::sequence>(out) || py::len(out) != 3) {
+          throw Error("python op qk_norm_rope must return (q, k, v); k and v None on a KV-shared layer");
+        }
+        const py::sequence qkv = out;
+        return QkvOutputs{fn->tensor(qkv[0], "q"), fn->optional_tensor(qkv[1], "k"), fn->optional_tensor(qkv[2], "v")};
+      };
+    } else if (op == "attention") {
+      ops.attention = [fn](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                           const AttentionSpec& spec) {
+        py::gil_scoped_acquire gil;
+        return fn->tensor((*fn)(q, k, v, spec), "the attention output");
+      };
+    } else if (op == "geglu") {
+      ops.geglu = [fn](const torch::Tensor& gate, const torch::Tensor& up) {
+        py::gil_scoped_acquire gil;
+        return fn->tensor((*fn)(gate, up), "the GeGLU output");
+      };
+    } else if (op == "moe_experts") {
+      ops.moe_experts = [fn](const torch::Tensor& x, const torch::Tensor& top_index, const torch::Tensor& top_weights,
+                             const torch::Tensor& gate_up_proj, const torch::Tensor& down_proj) {
+        py::gil_scoped_acquire gil;
+        return fn->tensor((*fn)(x, top_index, top_weights, gate_up_proj, down_proj), "the experts' output");
+      };
+    } else {
+      throw Error("backend '" + backend + "': unknown op '" + op +
+                  "' (rms_norm, qk_norm_rope, attention, geglu, moe_experts)");
+    }
+  }
+}
+
+impl::Capabilities capabilities_from(const std::string& backend, const py::dict& given) {
+  impl::Capabilities caps;
+  for (const auto& [key, value] : given) {
+    const std::string field = py::str(key);
+    const std::string where = "backend '" + backend + "': capabilities." + field;
+    try {
+      if (field == "devices") {
+        caps.devices.clear();
+        for (const std::string& d : value.cast<std::vector<std::string>>()) {
+          if (d != "cpu" && d != "cuda") throw Error(where + ": '" + d + "' is not cpu or cuda");
+          caps.devices.push_back(d == "cpu" ? torch::kCPU : torch::kCUDA);
+        }
+      } else if (field == "dtypes") {
+        caps.dtypes.clear();
+        for (const std::string& d : value.cast<std::vector<std::string>>()) caps.dtypes.push_back(golden::dtype_from_name(d));
+      } else if (field == "head_dims") {
+        caps.head_dims = value.cast<std::vector<int64_t>>();
+      } else if (field == "max_sliding_window") {
+        caps.max_sliding_window = value.cast<int64_t>();
+      } else if (field == "deterministic") {
+        caps.deterministic = value.cast<bool>();
+      } else {
+        throw Error(where + ": unknown field (devices, dtypes, head_dims, max_sliding_window, deterministic)");
+      }
+    } catch (const py::cast_error&) {
+      throw Error(where + ": wrong type");
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      throw Error(message.rfind("backend '", 0) == 0 ? message : where + ": " + message);
+    }
+  }
+  return caps;
+}
+
+}  // namespace
+
+impl::Backend make_backend(const std::string& name, const std::string& description, const py::dict& ops,
+                           const py::dict& capabilities) {
+  if (name.empty()) throw Error("a backend needs a name");
+  impl::Backend b;
+  b.name = name;
+  b.description = description.empty() ? "Python backend" : description;
+  b.kind = impl::BackendKind::kPlugin;  // nothing is expected of it: the suite decides
+  b.ops = reference_layer_ops();
+  replace_ops(b.ops, name, ops);
+  b.capabilities = capabilities_from(name, capabilities);
+  return b;
+}
+
+void bind_op_arguments(py::module_& m) {
+  py::class_<AttentionSpec>(m, "AttentionSpec",
+                            "What an attention op is told about its mask (reference/ops.h AttentionSpec).")
+      .def_property_readonly("layer_type", [](const AttentionSpec& s) { return layer_type_name(s.type); },
+                             "'sliding_attention' or 'full_attention'")
+      .def_readonly("sliding_window", &AttentionSpec::sliding_window,
+                    "as in config.json: query i sees keys i - window + 1 .. i (sliding layers)")
+      .def_readonly("bidirectional", &AttentionSpec::bidirectional, "use_bidirectional_attention == 'all'")
+      .def_property_readonly("padding", [](const AttentionSpec& s) { return to_python(s.padding); },
+                             "None, or [B, S] int64 with 1 for a token and 0 for padding (applies to keys)")
+      .def("__repr__", [](const AttentionSpec& s) {
+        return std::string("AttentionSpec(layer_type='") + layer_type_name(s.type) + "', sliding_window=" + std::to_string(s.sliding_window) +
+               ", bidirectional=" + (s.bidirectional ? "True" : "False") +
+               ", padding=" + (s.padding.defined() ? "tensor" : "None") + ")";
+      });
+  py::class_<RopeTable>(m, "RopeTable", "cos and sin, [S, D] in the model dtype: cat(freqs, freqs), rotate_half")
+      .def_readonly("cos", &RopeTable::cos)
+      .def_readonly("sin", &RopeTable::sin);
+}
+
+}  // namespace gemma4::python

@@ -1,0 +1,145 @@
+"""Backends written in Python for the package's tests: every op in plain PyTorch (a legitimate
+implementation that rounds its own way: SDPA attention, its own RoPE and norms), and faulty ones
+that change exactly one thing, so the tests show the suite passes the first and fails the others
+through the Python bridge."""
+import torch
+import torch.nn.functional as F
+
+import gemma4_conform as gc
+
+
+def rms_norm(x, weight, eps):
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    if weight is not None:
+        y = y * weight.float()
+    return y.to(x.dtype)
+
+
+def apply_rope(x, rope):  # x [B, S, H, D]; rope.cos/.sin [S, D]
+    cos, sin = rope.cos[None, :, None, :], rope.sin[None, :, None, :]
+    first, second = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-second, first), dim=-1) * sin
+
+
+def qk_norm_rope(q, k, v, q_norm, k_norm, rope, eps):
+    q_out = apply_rope(rms_norm(q, q_norm, eps), rope)
+    if k is None:  # a KV-shared layer: q only
+        return q_out, None, None
+    v_raw = k if v is None else v  # K=V: the value is the raw key projection
+    k_out = apply_rope(rms_norm(k, k_norm, eps), rope).transpose(1, 2)
+    return q_out, k_out, rms_norm(v_raw, None, eps).transpose(1, 2)
+
+
+def allowed_keys(spec, seq_len, device, window_shift=0):
+    """[B or 1, 1, S, S] bool: query i may see key j."""
+    i = torch.arange(seq_len, device=device)[:, None]
+    j = torch.arange(seq_len, device=device)[None, :]
+    if spec.layer_type == "sliding_attention":
+        w = spec.sliding_window + window_shift
+        allowed = (i - j).abs() <= w // 2 + 1 if spec.bidirectional else (j <= i) & (i - j < w)
+    else:
+        allowed = torch.ones_like(i - j, dtype=torch.bool) if spec.bidirectional else j <= i
+    allowed = allowed[None, None]
+    if spec.padding is not None:
+        allowed = allowed & spec.padding.to(device=device, dtype=torch.bool)[:, None, None, :]
+    return allowed
+
+
+def sdpa_attention(q, k, v, spec, window_shift=0):
+    B, S, Hq, D = q.shape
+    group = Hq // k.shape[1]
+    allowed = allowed_keys(spec, S, q.device, window_shift)
+    # An additive mask of the dtype's lowest value, as transformers' eager masks: a query row that sees
+    # no key (left padding) stays finite (FORMAT.md: don't-care, must be finite).
+    mask = torch.zeros(allowed.shape, dtype=q.dtype, device=q.device).masked_fill(~allowed, torch.finfo(q.dtype).min)
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.repeat_interleave(group, 1),
+                                         v.repeat_interleave(group, 1), attn_mask=mask, scale=1.0)
+    return out.transpose(1, 2).reshape(B, S, Hq * D)
+
+
+def geglu(gate, up):
+    return F.gelu(gate, approximate="tanh") * up
+
+
+def moe_experts(x, top_index, top_weights, gate_up_proj, down_proj):
+    out = torch.zeros_like(x)
+    inter = down_proj.shape[2]
+    for e in range(gate_up_proj.shape[0]):
+        token, k_pos = torch.where(top_index == e)
+        if token.numel() == 0:
+            continue
+        gate_up = F.linear(x[token], gate_up_proj[e])
+        h = F.linear(geglu(gate_up[:, :inter], gate_up[:, inter:]), down_proj[e])
+        out = out.index_add(0, token, (h * top_weights[token, k_pos, None]).to(out.dtype))
+    return out
+
+
+def correct():
+    """Every op replaced by plain PyTorch: must pass the whole suite in every dtype."""
+    return gc.Backend("python-all-ops", rms_norm=rms_norm, qk_norm_rope=qk_norm_rope, attention=sdpa_attention,
+                      geglu=geglu, moe_experts=moe_experts, description="every op in plain PyTorch (SDPA attention)")
+
+
+def window_off_by_one():
+    """faulty: sliding windows one key too wide (the golden and op_sweep categories must catch it)."""
+    return gc.Backend("python-window-off-by-one",
+                      attention=lambda q, k, v, spec: sdpa_attention(q, k, v, spec, window_shift=1))
+
+
+def gelu_exact():
+    """faulty below bf16/f16 resolution: the erf GELU instead of tanh (f32 must catch it)."""
+    return gc.Backend("python-gelu-exact", geglu=lambda gate, up: F.gelu(gate) * up)
+
+
+def raises():
+    """An op that raises: every check that calls it must fail with the message, and nothing crash."""
+    def broken(gate, up):
+        raise ValueError("kernel exploded")
+    return gc.Backend("python-raises", geglu=broken)
+
+
+def wrong_return():
+    return gc.Backend("python-wrong-return", geglu=lambda gate, up: (gate * up).tolist())
+
+
+def factory_raises():
+    raise RuntimeError("no GPU here")
+
+
+def not_a_backend():
+    return 42
+
+
+def one_plus_w_norm():
+    """faulty: Gemma 2/3's (1 + w) norm scale on Gemma-4 weights."""
+    def norm(x, weight, eps):
+        return rms_norm(x, None if weight is None else 1.0 + weight, eps)
+    return gc.Backend("python-one-plus-w-norm", rms_norm=norm)
+
+
+def interleaved_rope():
+    """faulty: RoPE rotating adjacent pairs (GPT-J style) instead of halves."""
+    def rope(x, table):
+        cos, sin = table.cos[None, :, None, :], table.sin[None, :, None, :]
+        even, odd = x[..., 0::2], x[..., 1::2]
+        rotated = torch.stack((-odd, even), dim=-1).flatten(-2)
+        return x * cos + rotated * sin
+
+    def qk(q, k, v, q_norm, k_norm, table, eps):
+        q_out = rope(rms_norm(q, q_norm, eps), table)
+        if k is None:
+            return q_out, None, None
+        v_raw = k if v is None else v
+        return (q_out, rope(rms_norm(k, k_norm, eps), table).transpose(1, 2),
+                rms_norm(v_raw, None, eps).transpose(1, 2))
+    return gc.Backend("python-interleaved-rope", qk_norm_rope=qk)
+
+
+def moe_gate_up_swapped():
+    """faulty: the experts' fused gate_up read with up first."""
+    def experts(x, top_index, top_weights, gate_up_proj, down_proj):
+        inter = down_proj.shape[2]
+        swapped = torch.cat((gate_up_proj[:, inter:], gate_up_proj[:, :inter]), dim=1)
+        return moe_experts(x, top_index, top_weights, swapped, down_proj)
+    return gc.Backend("python-moe-gate-up-swapped", moe_experts=experts)

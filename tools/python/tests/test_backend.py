@@ -1,0 +1,106 @@
+"""Backends made of Python callables, through the whole C++ suite: plain-PyTorch ops pass in every
+dtype (autograd's other threads and two models in two threads included), each faulty op fails
+where its bug shows, and a broken op or factory is a failure row or one line, never a crash."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+import gemma4_conform as gc
+
+# A deadlock between the GIL and the suite's threads would hang: every run has a deadline.
+DEADLINE_S = 600
+
+
+def conform(tmp_path, spec, *args):
+    report = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "gemma4_conform", "conform", "--backend", spec, "--report",
+                           str(report), *args], capture_output=True, text=True, timeout=DEADLINE_S)
+    return proc, (json.loads(report.read_text()) if report.exists() else None)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "f16"])
+def test_plain_pytorch_ops_pass_the_whole_suite(tmp_path, dtype):
+    proc, report = conform(tmp_path, "python_backends:correct", "--dtype", dtype)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    categories = {r["category"] for r in report["results"] if r["status"] == "pass"}
+    assert {"golden", "op_sweep", "finite_grads", "multithreaded_recompute", "memory_flatness"} <= categories
+    threads = [r for r in report["results"] if r["category"] == "multithreaded_recompute"]
+    assert any("two" in r["test"] for r in threads), "two models in two threads must have run"
+    assert report["backend"] == "python-all-ops"
+
+
+# Each Python op's bug, and where the suite must see it (f32: exact GELU is below bf16 resolution).
+FAULTY = [
+    ("window_off_by_one", "attention", "golden|op_sweep"),
+    ("gelu_exact", "geglu", "golden|op_sweep"),
+    ("one_plus_w_norm", "rms_norm", "golden"),
+    ("interleaved_rope", "qk_norm_rope", "golden|op_sweep"),
+    ("moe_gate_up_swapped", "moe_experts", "golden"),
+]
+
+
+@pytest.mark.parametrize("factory,op,categories", FAULTY, ids=[f[0] for f in FAULTY])
+def test_each_faulty_python_op_fails(tmp_path, factory, op, categories):
+    proc, report = conform(tmp_path, f"python_backends:{factory}", "--filter", f"^({categories})/")
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    failed = {r["category"] for r in report["results"] if r["status"] == "fail"}
+    assert failed == set(categories.split("|")), f"{op}: failed in {failed}"
+
+
+def test_an_op_that_raises_is_a_failure_row_with_its_message(tmp_path):
+    proc, report = conform(tmp_path, "python_backends:raises", "--filter", "^golden/op/geglu")
+    assert proc.returncode == 1
+    details = [r["detail"] for r in report["results"] if r["status"] == "fail"]
+    assert details and all("kernel exploded" in d and "geglu" in d for d in details), details
+
+
+def test_an_op_that_returns_no_tensor_is_named(tmp_path):
+    proc, report = conform(tmp_path, "python_backends:wrong_return", "--filter", "^golden/op/geglu")
+    assert proc.returncode == 1
+    assert any("not a torch.Tensor" in r["detail"] for r in report["results"])
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("python_backends:factory_raises", "factory_raises() raised RuntimeError: no GPU here"),
+    ("python_backends:not_a_backend", "returned int, not gemma4_conform.Backend"),
+    ("python_backends:missing", "has no attribute 'missing'"),
+    ("no_such_module_here:backend", "cannot import no_such_module_here"),
+    ("python_backends", None),  # no colon: an in-tree backend name, which the CLI refuses
+])
+def test_a_bad_factory_is_one_line(tmp_path, spec, message):
+    proc, report = conform(tmp_path, spec)
+    assert proc.returncode == 1 and report is None
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "error" in lines[0], proc.stderr
+    if message:
+        assert message in lines[0]
+
+
+def test_help_names_the_factory_option():
+    out = subprocess.run([sys.executable, "-m", "gemma4_conform", "conform", "--backend", "python_backends:correct",
+                          "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "MODULE:FACTORY" in out.stdout
+    top = subprocess.run([sys.executable, "-m", "gemma4_conform", "--help"], capture_output=True, text=True)
+    assert top.returncode == 0 and "conform" in top.stdout and "golden" in top.stdout
+
+
+def test_in_process_conform_runs_once(tmp_path):
+    script = (
+        "import gemma4_conform as gc, python_backends as pb\n"
+        "r = gc.conform(pb.correct(), filter='^golden/op/geglu')\n"
+        "assert r.passed and r.report['results'], r\n"
+        "try:\n    gc.conform(pb.correct())\nexcept Exception as e:\n    print('second:', e)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=DEADLINE_S)
+    assert out.returncode == 0, out.stderr
+    assert "second:" in out.stdout and "once per process" in out.stdout
+
+
+def test_backend_arguments_are_checked():
+    with pytest.raises(TypeError, match="geglu must be callable"):
+        gc.Backend("x", geglu=3)
+    with pytest.raises(ValueError, match="dtypes"):
+        gc.Capabilities(dtypes=["fp8"])
+    with pytest.raises(ValueError, match="needs a name"):
+        gc.Backend("")
