@@ -303,7 +303,7 @@ def randn(*shape, dtype, device, gen, scale=1.0, shift=0.0):
 def check_liger(dtypes, device):
     import liger_backend as lb
 
-    print(f"\n==== liger-kernel {lb.LIGER_KERNEL_VERSION}: {lb._impl_note()}")
+    print(f"\n==== {lb._impl_note()}")
     gen = torch.Generator().manual_seed(1234)
     for dtype in dtypes:
         large = [(2, 300, 1536), (1, 129, 5376)] if device == "cuda" else []  # released hidden sizes
@@ -318,7 +318,10 @@ def check_liger(dtypes, device):
             compare("rms_norm", f"{name} scale-free (Liger kernel, W=None)", dtype, lb.rms_norm_noscale_kernel,
                     ref_rms_norm, [x, None, EPS], ["y"], ["x"], go)
         # >= 32768 rows of <= 256 columns: Liger switches to its _block_rms_norm_* kernels (16 rows per
-        # program; the backward strides over rows by programs * 16).
+        # program; the backward strides over rows by programs * 16). Liger sizes the backward grid by
+        # the SM count, and takes 1 for a CPU device: under the interpreter one program sums dW over
+        # all 32768 rows in sequence, so fp32 grad:w is a few times the reference's error there (on
+        # an H200, 132 partial sums, it is not).
         shape = (2, 16384, 48)
         x = leaf(randn(*shape, dtype=dtype, device=device, gen=gen))
         w = leaf(randn(shape[-1], dtype=dtype, device=device, gen=gen, scale=0.5, shift=1.0))
