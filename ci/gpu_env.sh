@@ -6,6 +6,13 @@ OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
 export TORCH_PREFIX=${TORCH_PREFIX:-$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')}
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
+# The system GCC, not the image's CXX=/opt/gcc/bin/g++: that one links parts of libstdc++ statically
+# (its locale code among them) and shared objects with -Bsymbolic, so the Python module
+# (tools/python) carried a second copy of the locale machinery beside the process's libstdc++.so
+# and crashed on its first ostream insertion. /usr/bin/g++ links libstdc++.so like torch does.
+if [ -x /usr/bin/g++ ]; then
+  export CC=/usr/bin/gcc CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
+fi
 
 # gpu_build: the GPU (name, memory, driver) into $OUT/gpu.txt, then ci/build.sh (log in
 # $OUT/build.log; its tail on failure). Returns ci/build.sh's status.

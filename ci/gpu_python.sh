@@ -6,8 +6,9 @@
 #     device thread and two models in two threads, through the GIL;
 #   - python_backends:window_off_by_one, its negative control (must fail);
 #   - the third-party kernels of tools/python/third_party (their wheels carried in .whl/, installed
-#     with --no-deps into /tmp/site): Liger-Kernel and axolotl, in bf16, f32 and f16.
-# STAGE (default build,python,third_party) picks the parts, so that a warm machine can run them in
+#     with --no-deps into /tmp/site): Liger-Kernel and axolotl, in bf16, f32 and f16, and
+#     (third_party_controls) each with Gemma 2/3's (1 + w) norm, which must fail.
+# STAGE (default build,python,third_party,third_party_controls) picks the parts, so that a warm machine can run them in
 # separate calls of under 10 minutes. Every table and JSON report goes into $OUT/logs.tar.gz (the
 # device tool returns at most 8 files); one line per run is printed.
 set -uo pipefail
@@ -18,7 +19,7 @@ mkdir -p "$LOGS"
 finish() { tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$LOGS"; }
 trap finish EXIT
 
-STAGE=${STAGE:-build,python,third_party}
+STAGE=${STAGE:-build,python,third_party,third_party_controls}
 stage() { [[ ",$STAGE," == *",$1,"* ]]; }
 
 if stage build; then
@@ -60,6 +61,13 @@ if stage third_party; then
     for dtype in ${dtypes//,/ }; do
       py_run "${spec/:/-}-$dtype" 0 --backend "$spec" --dtype "$dtype" --verbose
     done
+  done
+fi
+# Their negative controls: the same kernels given Gemma 2/3's (1 + w) norm, which the suite must fail
+# (proof that it judges the packages' kernels, not a fallback).
+if stage third_party_controls; then
+  for spec in liger_backend:backend_gemma3_offset axolotl_backend:backend_unit_offset; do
+    py_run "${spec/:/-}-bf16" 1 --backend "$spec" --dtype bf16 --filter '^(golden|op_sweep)/'
   done
 fi
 exit $status

@@ -76,9 +76,12 @@ def moe_experts(x, top_index, top_weights, gate_up_proj, down_proj):
 
 
 def correct():
-    """Every op replaced by plain PyTorch: must pass the whole suite in every dtype."""
+    """Every op replaced by plain PyTorch: must pass the whole suite in every dtype. No claim of
+    determinism: SDPA's CUDA backward (memory-efficient kernel, chosen for a float mask) accumulates
+    dQ with atomics, and the determinism check on an H200 failed this backend while it claimed it."""
     return gc.Backend("python-all-ops", rms_norm=rms_norm, qk_norm_rope=qk_norm_rope, attention=sdpa_attention,
-                      geglu=geglu, moe_experts=moe_experts, description="every op in plain PyTorch (SDPA attention)")
+                      geglu=geglu, moe_experts=moe_experts, capabilities=gc.Capabilities(deterministic=False),
+                      description="every op in plain PyTorch (SDPA attention)")
 
 
 def window_off_by_one():

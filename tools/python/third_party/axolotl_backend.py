@@ -71,3 +71,22 @@ def backend():
     return gc.Backend("axolotl-fused-qk-norm-rope", qk_norm_rope=qk_norm_rope, capabilities=caps,
                       description=f"axolotl {AXOLOTL_VERSION}: axolotl.kernels.gemma4_fused_rope."
                       "fused_rms_norm_rope (q, k; unit_offset=False) and fused_rms_norm_noscale (v)")
+
+
+def backend_unit_offset():
+    """Negative control: the same kernels with unit_offset=True, the (1 + w) norm of Gemma 2/3, on
+    Gemma-4 (which scales by w). The suite must fail it: proof that axolotl's kernel is what it judges."""
+    import gemma4_conform as gc
+
+    def qk(q, k, v, q_norm, k_norm, rope, eps):
+        cos, sin = _rope_tables(rope)
+        q_out = fused_rms_norm_rope(q, q_norm, cos, sin, eps=float(eps), unit_offset=True)
+        if k is None:
+            return q_out, None, None
+        v_raw = k if v is None else v
+        k_out = fused_rms_norm_rope(k, k_norm, cos, sin, eps=float(eps), unit_offset=True).transpose(1, 2)
+        return q_out, k_out, fused_rms_norm_noscale(v_raw, eps=float(eps)).transpose(1, 2)
+
+    caps = gc.Capabilities(devices=("cuda",), dtypes=("f32", "bf16", "f16"))
+    return gc.Backend("axolotl-unit-offset", qk_norm_rope=qk, capabilities=caps,
+                      description="negative control: fused_rms_norm_rope with unit_offset=True (Gemma 2/3) on Gemma-4")

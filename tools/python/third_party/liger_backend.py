@@ -134,3 +134,18 @@ def backend_raw_geglu():
 
     return gc.Backend("liger-kernel-raw-geglu", rms_norm=rms_norm, geglu=geglu_raw, capabilities=_capabilities(gc),
                       description=_impl_note() + "; geglu inputs NOT copied")
+
+
+def backend_gemma3_offset():
+    """Negative control: Liger's RMSNorm with offset 1.0, the (1 + w) setting of its Gemma 2/3
+    support, on Gemma-4 (which scales by w). The suite must fail it: proof that the kernel, not a
+    fallback, is what it judges."""
+    import gemma4_conform as gc
+
+    def norm(x, weight, eps):
+        if weight is None:
+            return rms_norm(x, None, eps)
+        return LigerRMSNormFunction.apply(x, weight, float(eps), 1.0, GEMMA4_CASTING_MODE, GEMMA4_IN_PLACE, None)
+
+    return gc.Backend("liger-kernel-gemma3-offset", rms_norm=norm, geglu=geglu, capabilities=_capabilities(gc),
+                      description="negative control: LigerRMSNormFunction with offset 1.0 (Gemma 2/3) on Gemma-4")
