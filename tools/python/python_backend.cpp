@@ -19,11 +19,10 @@ class Callable {
   Callable(std::string backend, std::string op, const py::handle& fn)
       : backend_(std::move(backend)), op_(std::move(op)), fn_(fn.inc_ref().ptr()) {}
 
-  // Calls with the GIL held (the caller holds it already, to convert arguments); a Python exception becomes a gemma4::Error naming the backend and op,
-  // which the suite reports as that check's failure.
+  // The caller holds the GIL (it needs it to convert the arguments). A Python exception becomes a
+  // gemma4::Error naming the backend and op, which the suite reports as that check's failure.
   template <typename... Args>
   py::object operator()(Args&&... args) const {
-    py::gil_scoped_acquire gil;
     try {
       return py::reinterpret_borrow<py::object>(fn_)(std::forward<Args>(args)...);
     } catch (py::error_already_set& e) {

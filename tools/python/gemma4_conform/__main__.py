@@ -44,27 +44,19 @@ def load_factory(spec: str) -> Backend:
     return backend
 
 
-def backend_option(args):
-    """The value of --backend, or None."""
-    for i, a in enumerate(args):
-        if a == "--backend" and i + 1 < len(args):
-            return args[i + 1]
-        if a.startswith("--backend="):
-            return a.split("=", 1)[1]
-    return None
-
-
-def without_backend(args):
-    """args less --backend and its value (C++ gets the backend made here, named by --backend NAME)."""
-    rest, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-        elif a == "--backend":
-            skip = True
-        elif not a.startswith("--backend="):
-            rest.append(a)
-    return rest
+def split_backend(args):
+    """(the value of --backend or None, args without --backend and its value)."""
+    spec, rest, i = None, [], 0
+    while i < len(args):
+        if args[i] == "--backend" and i + 1 < len(args):
+            spec, i = args[i + 1], i + 2
+            continue
+        if args[i].startswith("--backend="):
+            spec = args[i].split("=", 1)[1]
+        else:
+            rest.append(args[i])
+        i += 1
+    return spec, rest
 
 
 def main(argv=None) -> int:
@@ -72,7 +64,7 @@ def main(argv=None) -> int:
     if args and args[0] in ("-h", "--help", "help"):
         print(__doc__.strip() + "\n")
         return run_cli(args)
-    spec = backend_option(args)
+    spec, rest = split_backend(args[1:])
     if not args or args[0] != "conform" or spec is None or ":" not in spec:
         return run_cli(args)
     if "-h" in args or "--help" in args:  # conform's options, with --backend MODULE:FACTORY
@@ -83,7 +75,7 @@ def main(argv=None) -> int:
     except (FactoryError, ValueError, TypeError, RuntimeError) as e:
         print(f"{PROGRAM} conform: error: {e}", file=sys.stderr)
         return 1
-    return _core.conform(PROGRAM, without_backend(args[1:]) + ["--backend", backend.name], cpp)
+    return _core.conform(PROGRAM, rest + ["--backend", backend.name], cpp)
 
 
 if __name__ == "__main__":

@@ -25,27 +25,19 @@ from typing import Optional, Sequence
 
 import pytest
 
+from . import ConformResult
+
 # Where the output of a failing run is cut, so an assertion message stays readable.
 TAIL_CHARS = 4000
 
 
-class ConformRun:
-    """One run of the suite in a child process: exit code, output, and the JSON report's rows."""
+class ConformRun(ConformResult):
+    """One run of the suite in a child process: ConformResult's exit code and JSON report, plus
+    what was run and its output."""
 
     def __init__(self, spec: str, args: list, exit_code: int, output: str, report: Optional[dict]):
-        self.spec, self.args, self.exit_code, self.output, self.report = spec, args, exit_code, output, report
-
-    @property
-    def passed(self) -> bool:
-        return self.exit_code == 0
-
-    @property
-    def results(self) -> list:
-        return (self.report or {}).get("results", [])
-
-    @property
-    def failures(self) -> list:
-        return [r for r in self.results if r["status"] == "fail"]
+        super().__init__(exit_code, report)
+        self.spec, self.args, self.output = spec, args, output
 
     def explain(self) -> str:
         """Why it failed: the failing rows with both errors and the bound, or the output's tail."""
