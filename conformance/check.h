@@ -52,6 +52,8 @@ class Reporter {
               const std::string& detail = "");
   // A tensor judged by the tolerance policy: its deciding metric, both errors, cosine and NMSE.
   void record(const std::string& case_name, const golden::Verdict& verdict);
+  // A result made elsewhere (compare_runs, verdict_result); its test and category become this check's.
+  void record(Result result);
   // A failure that is not a measurement (an exception, a missing output).
   void fail(const std::string& case_name, const std::string& detail);
   // Marks the whole test not_supported (GoogleTest: skipped).
@@ -61,6 +63,10 @@ class Reporter {
   std::string test_;
   Category category_;
 };
+
+// A tensor judged by the tolerance policy as a result row (test and category left empty): the
+// deciding metric (max_abs or rms), both errors, cosine and NMSE in the detail.
+Result verdict_result(const std::string& case_name, const golden::Verdict& verdict);
 
 struct Check {
   Category category;

@@ -40,9 +40,16 @@ golden::Verdict judge_run(const torch::Tensor& candidate, const torch::Tensor& r
 
 }  // namespace
 
-void record_comparison(Reporter& r, const std::string& label, const golden::TensorMap& candidate,
-                       const golden::TensorMap& reference, const golden::TensorMap& truth, const golden::TensorMap& judged,
-                       torch::ScalarType dtype, bool bitwise) {
+std::vector<Result> compare_runs(const golden::TensorMap& candidate, const golden::TensorMap& reference,
+                                 const golden::TensorMap& truth, const golden::TensorMap& judged, torch::ScalarType dtype,
+                                 bool bitwise) {
+  std::vector<Result> rows;
+  auto row = [&rows](const std::string& name, const std::string& metric, double value, double bound, bool pass,
+                     const std::string& detail) {
+    Result r{"", Category::kGolden, name, pass ? Status::kPass : Status::kFail, metric, value, bound};
+    r.detail = detail;
+    rows.push_back(r);
+  };
   int grads = 0, failed = 0;
   double worst_ratio = -1;
   golden::Verdict worst;
@@ -50,7 +57,7 @@ void record_comparison(Reporter& r, const std::string& label, const golden::Tens
   for (const auto& [name, ref] : reference) {
     auto it = candidate.find(name);
     if (it == candidate.end()) {
-      r.fail(label + name, "missing from the candidate run");
+      row(name, "", 0, 0, false, "missing from the candidate run");
       continue;
     }
     const bool gradient = name.rfind("grads/", 0) == 0;
@@ -58,7 +65,7 @@ void record_comparison(Reporter& r, const std::string& label, const golden::Tens
       const bool pass = at::equal(it->second, ref);
       double error = golden::measure(it->second, ref).max_abs;
       if (!pass && error == 0) error = std::numeric_limits<double>::quiet_NaN();  // NaN somewhere
-      if (!gradient || !pass) r.record(label + name, "max_abs", error, 0, pass, pass ? "bitwise equal" : "not bitwise equal");
+      if (!gradient || !pass) row(name, "max_abs", error, 0, pass, pass ? "bitwise equal" : "not bitwise equal");
       grads += gradient;
       failed += gradient && !pass;
       continue;
@@ -67,25 +74,35 @@ void record_comparison(Reporter& r, const std::string& label, const golden::Tens
     const golden::Verdict v = judge_run(it->second, ref, dtype == torch::kFloat32 ? ref : truth.at(name),
                                         mask == judged.end() ? torch::Tensor() : mask->second, dtype);
     if (!gradient) {
-      r.record(label + name, v);
+      rows.push_back(verdict_result(name, v));
       continue;
     }
     ++grads;
-    if (!v.pass && ++failed <= 8) r.record(label + name, v);
+    if (!v.pass && ++failed <= 8) rows.push_back(verdict_result(name, v));
     if (v.ratio() > worst_ratio) worst_ratio = v.ratio(), worst = v, worst_name = name;
   }
   if (grads == 0 || bitwise) {
     if (bitwise && grads > 0) {
-      r.record(label + "grads/*", "differing_tensors", failed, 0, failed == 0,
-               std::to_string(grads) + " gradients, " + std::to_string(failed) + " not bitwise equal");
+      row("grads/*", "differing_tensors", failed, 0, failed == 0,
+          std::to_string(grads) + " gradients, " + std::to_string(failed) + " not bitwise equal");
     }
-    return;
+    return rows;
   }
   // The worst gradient, as one row whose verdict is the whole set's.
   worst.pass = failed == 0;
-  r.record(label + "grads/* (worst of " + std::to_string(grads) + ": " + worst_name +
-               (failed ? ", " + std::to_string(failed) + " failing" : "") + ")",
-           worst);
+  rows.push_back(verdict_result("grads/* (worst of " + std::to_string(grads) + ": " + worst_name +
+                                    (failed ? ", " + std::to_string(failed) + " failing" : "") + ")",
+                                worst));
+  return rows;
+}
+
+void record_comparison(Reporter& r, const std::string& label, const golden::TensorMap& candidate,
+                       const golden::TensorMap& reference, const golden::TensorMap& truth, const golden::TensorMap& judged,
+                       torch::ScalarType dtype, bool bitwise) {
+  for (Result row : compare_runs(candidate, reference, truth, judged, dtype, bitwise)) {
+    row.case_name = label + row.case_name;
+    r.record(std::move(row));
+  }
 }
 
 void report(const golden::VerifyReport& verdicts, Reporter& reporter) {

@@ -24,12 +24,16 @@ golden::TensorMap training_step(const Config& config, const ModelWeights& weight
 golden::TensorMap fp32_training_step(const Config& config, const ModelWeights& weights, const golden::TensorMap& inputs,
                                      const ForwardOptions& forward);
 
-// Records `candidate` against `reference` (same names) on the judged positions (`judged`, as
+// Judges `candidate` against `reference` (same names) on the judged positions (`judged`, as
 // golden::model_judged gives them): loss and logits one row each, the gradients one row for the
 // worst of them plus one per failing one (at most 8). With `bitwise`, each tensor must be bitwise
 // equal; otherwise the tolerance policy decides (check_fp32 in fp32; in bf16/f16 the reduced-
 // precision rule against `truth` with `reference`'s own error as the baseline: both are runs of
 // the same implementation).
+std::vector<Result> compare_runs(const golden::TensorMap& candidate, const golden::TensorMap& reference,
+                                 const golden::TensorMap& truth, const golden::TensorMap& judged, torch::ScalarType dtype,
+                                 bool bitwise);
+// The rows of compare_runs recorded, each case name prefixed with `label`.
 void record_comparison(Reporter& reporter, const std::string& label, const golden::TensorMap& candidate,
                        const golden::TensorMap& reference, const golden::TensorMap& truth, const golden::TensorMap& judged,
                        torch::ScalarType dtype, bool bitwise);

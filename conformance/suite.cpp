@@ -110,13 +110,22 @@ void Reporter::record(const std::string& case_name, const std::string& metric, d
                       const std::string& detail) {
   Result r{test_, category_, case_name, pass ? Status::kPass : Status::kFail, metric, value, bound};
   r.detail = detail;
-  add(r);
-  if (!pass) ADD_FAILURE() << case_name << ": " << metric << " " << value << " > bound " << bound << " " << detail;
+  record(std::move(r));
 }
 
-void Reporter::record(const std::string& case_name, const golden::Verdict& v) {
+void Reporter::record(const std::string& case_name, const golden::Verdict& v) { record(verdict_result(case_name, v)); }
+
+void Reporter::record(Result r) {
+  r.test = test_, r.category = category_;
+  add(r);
+  if (r.status == Status::kFail) {
+    ADD_FAILURE() << r.case_name << ": " << r.metric << " " << r.value << " > bound " << r.bound << " " << r.detail;
+  }
+}
+
+Result verdict_result(const std::string& case_name, const golden::Verdict& v) {
   const bool rms = v.rms_decides();
-  Result r{test_, category_, case_name, v.pass ? Status::kPass : Status::kFail, rms ? "rms" : "max_abs", v.error(),
+  Result r{"", Category::kGolden, case_name, v.pass ? Status::kPass : Status::kFail, rms ? "rms" : "max_abs", v.error(),
            v.bound()};
   if (v.rule == golden::Rule::kReducedPrecision) r.baseline = rms ? v.baseline.rms : v.baseline.max_abs;
   std::ostringstream detail;
@@ -127,8 +136,7 @@ void Reporter::record(const std::string& case_name, const golden::Verdict& v) {
   }
   if (v.non_finite > 0) detail << "; " << v.non_finite << " values not finite";
   r.detail = detail.str();
-  add(r);
-  if (!v.pass) ADD_FAILURE() << case_name << ": " << r.metric << " " << r.value << " > bound " << r.bound << " " << r.detail;
+  return r;
 }
 
 void Reporter::fail(const std::string& case_name, const std::string& detail) {

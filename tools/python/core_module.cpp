@@ -12,4 +12,5 @@ PYBIND11_MODULE(_core, m) {
   m.def("data_dir", &gemma4::golden::data_dir);
   gemma4::python::bind_golden(m);
   gemma4::python::bind_backend(m);
+  gemma4::python::bind_model(m);
 }

@@ -1,10 +1,12 @@
 """python -m gemma4_conform: the gemma4-conform CLI, plus backends made in Python.
 
     python -m gemma4_conform conform --backend MODULE:FACTORY [conform's options]
+    python -m gemma4_conform conform-model --factory MODULE:FACTORY [--help for its options]
 
 imports MODULE, calls FACTORY() for a gemma4_conform.Backend and runs the suite on it, with every
 option of `gemma4-conform conform` (--device, --dtype, --filter, --steps, --report, --junit,
---verbose). `--backend NAME` without a colon is an in-tree backend, and every other command
+--verbose). `conform-model` judges a whole nn.Module that FACTORY(config, dtype, device) returns
+(gemma4_conform/model_runner.py). `--backend NAME` without a colon is an in-tree backend, and every other command
 (golden check, backends, calibrate, ...) is the CLI's own.
 """
 import importlib
@@ -64,6 +66,9 @@ def main(argv=None) -> int:
     if args and args[0] in ("-h", "--help", "help"):
         print(__doc__.strip() + "\n")
         return run_cli(args)
+    if args and args[0] == "conform-model":
+        from . import model_runner
+        return model_runner.main(args[1:])
     spec, rest = split_backend(args[1:])
     if not args or args[0] != "conform" or spec is None or ":" not in spec:
         return run_cli(args)

@@ -1,0 +1,57 @@
+"""transformers' own Gemma-4 as models under test (``python -m gemma4_conform conform-model``).
+
+Each factory takes (config: dict, dtype: "f32"|"bf16"|"f16", device) and returns
+``transformers.Gemma4ForCausalLM`` built from the config with random weights (the harness loads
+the golden's), in the installed transformers' version:
+
+    python -m gemma4_conform conform-model --factory transformers_models:eager
+    python -m gemma4_conform conform-model --factory transformers_models:sdpa
+    python -m gemma4_conform conform-model --factory transformers_models:liger      # Liger-Kernel's patch
+    python -m gemma4_conform conform-model --factory transformers_models:axolotl_fused_attn  # axolotl's patch
+
+The MoE experts run transformers' eager loop (see _model). ``liger`` applies ``liger_kernel.transformers.apply_liger_kernel_to_gemma4_text(model=...)`` with
+its defaults (RMSNorm, GeGLU, fused linear cross-entropy; Liger's RoPE has no Gemma-4 path);
+``axolotl_fused_attn`` applies axolotl's ``patch_gemma4_fused_attn(install_shared_kv_workaround=True)``,
+as axolotl does with activation checkpointing on; both are Triton kernels (CUDA, or the Triton
+interpreter with TRITON_INTERPRET=1).
+"""
+from __future__ import annotations
+
+import torch
+
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+
+
+def _model(config: dict, dtype: str, device: str, attn: str) -> torch.nn.Module:
+    import transformers
+
+    # experts_implementation "eager": transformers' default grouped_mm needs 16-byte strides, which
+    # the tiny goldens' bf16/f16 MoE experts lack ("strides should be multiple of 16 bytes"); the
+    # released sizes have them. grouped_mm is judged in f32 by golden_check_transformers.
+    text = transformers.Gemma4TextConfig(**config, attn_implementation=attn, experts_implementation="eager")
+    with torch.device(device):
+        model = transformers.Gemma4ForCausalLM(text)
+    return model.to(DTYPES[dtype])
+
+
+def eager(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    return _model(config, dtype, device, "eager")
+
+
+def sdpa(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    return _model(config, dtype, device, "sdpa")
+
+
+def liger(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    from liger_kernel.transformers import apply_liger_kernel_to_gemma4_text
+
+    model = _model(config, dtype, device, "sdpa")
+    apply_liger_kernel_to_gemma4_text(model=model)
+    return model
+
+
+def axolotl_fused_attn(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    from axolotl.monkeypatch.models.gemma4.fused_attn import patch_gemma4_fused_attn
+
+    patch_gemma4_fused_attn(install_shared_kv_workaround=True)  # class-level, idempotent per class attribute
+    return _model(config, dtype, device, "eager")
