@@ -30,9 +30,10 @@ if torch.__version__.split("+")[0] != _BUILT_WITH:
                       "installed: rebuild it (pip install --no-build-isolation .) with this torch")
 
 from . import _core  # noqa: E402
+from .model_under_test import NotSupported  # noqa: E402  (raised by a conform-model factory)
 
 __all__ = ["Backend", "Capabilities", "AttentionSpec", "RopeTable", "Golden", "Verdict", "ConformResult",
-           "read_golden", "judge", "conform", "run_cli", "OPS"]
+           "read_golden", "judge", "conform", "run_cli", "OPS", "NotSupported"]
 
 AttentionSpec = _core.AttentionSpec  # what an attention op receives as `spec`
 RopeTable = _core.RopeTable          # what qk_norm_rope receives as `rope` (.cos, .sin: [S, D])

@@ -21,7 +21,7 @@ import torch
 
 from . import _core, judge, read_golden
 from .model_memory import memory_flatness
-from .model_under_test import ModelError, ModelUnderTest, StepOptions, accepts, one_line, run_step
+from .model_under_test import ModelError, ModelUnderTest, NotSupported, StepOptions, accepts, one_line, run_step
 
 
 class Category(enum.Enum):
@@ -230,6 +230,8 @@ def check_two_models(golden) -> Callable[[Context], Outcome]:
             try:
                 options = StepOptions(checkpoint=True, between=barrier.wait)
                 results[key] = _run_checkpointed(ctx, golden, options, weights[key])
+            except threading.BrokenBarrierError:
+                errors[key] = RuntimeError("stopped at the barrier: the other model's thread failed")
             except BaseException as e:
                 barrier.abort()
                 errors[key] = e
@@ -353,6 +355,8 @@ def run_check(check: ModelCheck, ctx: Context) -> Outcome:
     """A check's outcome; anything the module raises is a failure row with its one-line error."""
     try:
         outcome = check.run(ctx)
+    except NotSupported as e:
+        outcome = Outcome([Row("", Status.NOT_SUPPORTED, detail=str(e))])
     except Exception as e:  # the module under test: every error is a result, never a crash
         outcome = Outcome([Row("", Status.FAIL, detail=one_line(e))])
     finally:

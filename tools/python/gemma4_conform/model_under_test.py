@@ -30,6 +30,11 @@ class ModelError(Exception):
     """The module broke the contract: the message names the field, key or call."""
 
 
+class NotSupported(Exception):
+    """Raised by a factory for a config, dtype or device it does not support: the check is reported
+    'not supported' with this reason, never failed."""
+
+
 def one_line(error: BaseException) -> str:
     """An exception as the one line a report row carries."""
     text = str(error).strip().splitlines()
@@ -57,6 +62,7 @@ class Loaded:
     module: torch.nn.Module
     layout: str                    # the module's own layout
     left_at_init: list[str]        # module keys no golden weight filled (e.g. unused k/v of KV-shared layers)
+    golden_weights: frozenset      # the golden's weight names: the gradients judged
 
     def note(self) -> str:
         if not self.left_at_init:
@@ -75,6 +81,8 @@ class ModelUnderTest:
         dtype = dtype or self.dtype
         try:
             module = self.factory(dict(config), dtype, self.device)
+        except NotSupported:
+            raise
         except Exception as e:  # the user's factory: whatever it raises is the row's reason
             raise ModelError(f"the factory raised {one_line(e)}") from e
         if not isinstance(module, torch.nn.Module):
@@ -99,7 +107,10 @@ class ModelUnderTest:
         if result.unexpected_keys:
             shown = ", ".join(result.unexpected_keys[:3])
             raise ModelError(f"the module has no tensor for {len(result.unexpected_keys)} golden weights ({shown})")
-        return Loaded(module, own, sorted(result.missing_keys))
+        # A tied LM head is the embedding itself: not left at initialisation.
+        filled = {state[k].data_ptr() for k in given if k in state}
+        left = sorted(k for k in result.missing_keys if state[k].data_ptr() not in filled)
+        return Loaded(module, own, left, frozenset(weights))
 
 
 def golden_names(module: torch.nn.Module, layout: str) -> dict[str, str]:
@@ -115,9 +126,10 @@ def golden_names(module: torch.nn.Module, layout: str) -> dict[str, str]:
 
 
 def accepts(module: torch.nn.Module, keyword: str) -> bool:
-    """Whether the module's forward takes `keyword` by name."""
+    """Whether the module's forward takes `keyword` by name (or any keyword, **kwargs)."""
     try:
-        return keyword in inspect.signature(module.forward).parameters
+        parameters = inspect.signature(module.forward).parameters.values()
+        return any(p.name == keyword or p.kind == inspect.Parameter.VAR_KEYWORD for p in parameters)
     except (TypeError, ValueError):
         return False
 
@@ -209,6 +221,8 @@ def run_step(loaded: Loaded, inputs: dict, device: str, options: StepOptions = S
         for name, param in params.items():
             grads[name] = None if param.grad is None else param.grad.detach().cpu()
         for name, golden_name in golden_names(module, loaded.layout).items():
+            if golden_name not in loaded.golden_weights:
+                continue  # a tensor the golden does not have (left at initialisation): not judged
             grad = grads[name]
             tensors[f"grads/{golden_name}"] = torch.zeros_like(params[name], device="cpu") if grad is None else grad
     if loaded.note():

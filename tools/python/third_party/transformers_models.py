@@ -12,8 +12,8 @@ the golden's), in the installed transformers' version:
 The MoE experts run transformers' eager loop (see _model). ``liger`` applies ``liger_kernel.transformers.apply_liger_kernel_to_gemma4_text(model=...)`` with
 its defaults (RMSNorm, GeGLU, fused linear cross-entropy; Liger's RoPE has no Gemma-4 path);
 ``axolotl_fused_attn`` applies axolotl's ``patch_gemma4_fused_attn(install_shared_kv_workaround=True)``,
-as axolotl does with activation checkpointing on; both are Triton kernels (CUDA, or the Triton
-interpreter with TRITON_INTERPRET=1).
+as axolotl does with activation checkpointing on; both run Triton kernels: on another device
+than CUDA they raise gemma4_conform.NotSupported, and the report says so.
 """
 from __future__ import annotations
 
@@ -42,7 +42,16 @@ def sdpa(config: dict, dtype: str, device: str) -> torch.nn.Module:
     return _model(config, dtype, device, "sdpa")
 
 
+def _triton_device(device: str, what: str) -> None:
+    # Triton's interpreter (TRITON_INTERPRET=1) is no way around it: torch.library.wrap_triton,
+    # which axolotl's kernels go through, refuses interpreted kernels.
+    if device != "cuda":
+        from gemma4_conform import NotSupported
+        raise NotSupported(f"{what} runs Triton kernels, which need a CUDA device (device {device})")
+
+
 def liger(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    _triton_device(device, "Liger-Kernel's apply_liger_kernel_to_gemma4_text")
     from liger_kernel.transformers import apply_liger_kernel_to_gemma4_text
 
     model = _model(config, dtype, device, "sdpa")
@@ -51,6 +60,7 @@ def liger(config: dict, dtype: str, device: str) -> torch.nn.Module:
 
 
 def axolotl_fused_attn(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    _triton_device(device, "axolotl's patch_gemma4_fused_attn")
     from axolotl.monkeypatch.models.gemma4.fused_attn import patch_gemma4_fused_attn
 
     patch_gemma4_fused_attn(install_shared_kv_workaround=True)  # class-level, idempotent per class attribute

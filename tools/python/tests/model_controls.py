@@ -1,0 +1,121 @@
+"""Models under test for conform-model's own tests: transformers' Gemma4ForCausalLM (the installed
+5.17) with exactly one thing changed, each a pre-fix pattern of the shared-KV side channel that bit
+users (GEMMA4.md, "Known failure modes"), plus factories that break the harness contract.
+
+Side-channel controls (the check that must catch each; all else must pass):
+- checkpoint_closure: the K/V container crosses the checkpoint boundary as a kwarg (the
+  partial that GradientCheckpointingLayer hands to torch.utils.checkpoint captures it) and outlives
+  the step: one store per model, passed to every forward, keeping what is written to it. Numerics
+  are right; every step's K/V stays referenced -> memory_flatness.
+- thread_local_store: the decoder layer's call takes the dict out of its kwargs and parks it in a
+  threading.local, the attention reads it from there (the first fix proposed for the leak,
+  axolotl PR #3611). A checkpoint recompute on another thread finds nothing: "'NoneType' object is
+  not subscriptable" -> multithreaded_recompute/backward-thread.
+- process_wide_store: the same through one module-level dict (axolotl 0.17.0's
+  _GEMMA4_SHARED_KV_STORE): visible on every thread, but one model's recompute reads the K/V of
+  whichever model ran its forward last -> multithreaded_recompute/two-models.
+
+The patches are per instance (a subclass made for each model's layers, a bound forward per
+attention module), so models built by other factories in the same process are untouched.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import UserDict
+
+import torch
+import transformers_models  # tools/python/third_party
+
+# --- the side-channel controls -----------------------------------------------------------------
+
+
+class KeepingStore(UserDict):
+    """A shared-KV dict that keeps everything ever written to it (a store reused across steps)."""
+
+    def __init__(self):
+        super().__init__()
+        self.written = []
+
+    def __setitem__(self, key, value):
+        self.written.append(value)
+        super().__setitem__(key, value)
+
+
+def checkpoint_closure(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    model = transformers_models.sdpa(config, dtype, device)
+    decoder, store = model.model, KeepingStore()
+    plain_forward = decoder.forward
+
+    def forward(*args, **kwargs):
+        kwargs["shared_kv_states"] = store  # Gemma4TextModel passes it to every layer as a kwarg
+        return plain_forward(*args, **kwargs)
+
+    decoder.forward = forward
+    return model
+
+
+def _side_channel(model: torch.nn.Module, put, get) -> torch.nn.Module:
+    """Routes shared_kv_states around the layer's kwargs: put(dict) in the layer call, get() in attention."""
+    for layer in model.model.layers:
+        base = type(layer)
+
+        def call(self, *args, _base=base, **kwargs):
+            put(kwargs.pop("shared_kv_states", None))
+            return _base.__call__(self, *args, **kwargs)
+
+        layer.__class__ = type(f"SideChannel{base.__name__}", (base,), {"__call__": call})
+        attention_forward = layer.self_attn.forward
+
+        def forward(*args, _forward=attention_forward, **kwargs):
+            kwargs["shared_kv_states"] = get()
+            return _forward(*args, **kwargs)
+
+        layer.self_attn.forward = forward
+    return model
+
+
+def thread_local_store(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    local = threading.local()
+    return _side_channel(transformers_models.sdpa(config, dtype, device),
+                         put=lambda d: setattr(local, "store", d), get=lambda: getattr(local, "store", None))
+
+
+_PROCESS_STORE: dict = {"store": None}  # one for every model in the process
+
+
+def process_wide_store(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    return _side_channel(transformers_models.sdpa(config, dtype, device),
+                         put=lambda d: _PROCESS_STORE.__setitem__("store", d), get=lambda: _PROCESS_STORE["store"])
+
+
+# --- contract breakers: the harness must report them, never crash ---------------------------------
+
+
+def raises(config: dict, dtype: str, device: str):
+    raise ValueError(f"this factory supports no config (hidden_size {config['hidden_size']})")
+
+
+def not_a_module(config: dict, dtype: str, device: str):
+    return {"logits": None}
+
+
+def _on_forward(action):
+    def factory(config: dict, dtype: str, device: str) -> torch.nn.Module:
+        model = transformers_models.eager(config, dtype, device)
+        if config.get("num_kv_shared_layers"):  # only the KV-shared goldens: the other checks go on
+            plain = model.forward
+
+            def forward(*args, **kwargs):
+                action()
+                return plain(*args, **kwargs)
+
+            model.forward = forward
+        return model
+    return factory
+
+
+# A model that kills its process (as a segfaulting kernel would) or never returns, on KV-shared configs.
+crashes_on_kv_shared = _on_forward(os.abort)
+hangs_on_kv_shared = _on_forward(lambda: time.sleep(3600))

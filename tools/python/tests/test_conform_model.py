@@ -1,0 +1,126 @@
+"""conform-model on transformers' own Gemma-4 (which must pass), on the side-channel negative
+controls of model_controls.py (each must fail exactly the check that guards it) and on factories
+that break the contract (the harness reports them and never crashes).
+
+GEMMA4_TEST_DEVICE=cuda runs the same tests on CUDA (ci/gpu_model.sh); the default is the CPU.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(__file__).resolve().parents[3]
+DEVICE = os.environ.get("GEMMA4_TEST_DEVICE", "cpu")
+PYTHONPATH = os.pathsep.join([str(SOURCE / "tools/python/third_party"), str(Path(__file__).parent),
+                              os.environ.get("PYTHONPATH", "")])
+KV_SHARED = r"(model/e2b|model/e4b|transformers/e2b_like)$"
+pytest.importorskip("transformers", reason="conform-model's proof runs transformers' Gemma-4")
+
+
+def conform_model(tmp_path: Path, factory: str, *args: str, dtype: str = "f32", env=None):
+    """(exit code, JSON report or None, stdout+stderr) of one run in a child process."""
+    report = tmp_path / "report.json"
+    cmd = [sys.executable, "-m", "gemma4_conform", "conform-model", "--factory", factory, "--device", DEVICE,
+           "--dtype", dtype, "--report", str(report), "--junit", str(tmp_path / "junit.xml"), *args]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=1200,
+                         env={**os.environ, "PYTHONPATH": PYTHONPATH, **(env or {})})
+    print(run.stdout[-4000:], run.stderr[-2000:])
+    return run.returncode, json.loads(report.read_text()) if report.exists() else None, run.stdout + run.stderr
+
+
+def failing_tests(report: dict) -> set:
+    return {r["test"] for r in report["results"] if r["status"] == "fail"}
+
+
+@pytest.mark.parametrize("factory,dtype", [("eager", "f32"), ("sdpa", "f32"), ("sdpa", "bf16"), ("eager", "f16")])
+def test_transformers_passes(tmp_path, factory, dtype):
+    code, report, _ = conform_model(tmp_path, f"transformers_models:{factory}", dtype=dtype)
+    assert code == 0 and report["passed"], failing_tests(report)
+    categories = {r["category"] for r in report["results"] if r["status"] == "pass"}
+    assert categories == {"golden", "finite_grads", "multithreaded_recompute", "key_conventions", "use_cache",
+                          "memory_flatness"}
+    # Gemma4ForCausalLM saves the causal-lm layout and its load_state_dict refuses the other: the
+    # only checks not supported, each saying why.
+    skipped = {r["test"]: r["detail"] for r in report["results"] if r["status"] == "not_supported"}
+    assert skipped and all(t.startswith("key_conventions/other-layout/") for t in skipped), skipped
+    assert all("causal-lm layout" in d for d in skipped.values())
+    junit = ET.parse(tmp_path / "junit.xml").getroot()
+    assert sum(int(s.get("failures")) for s in junit) == 0 and sum(int(s.get("tests")) for s in junit) == report["checks"]
+
+
+def test_liger(tmp_path):
+    """Liger-Kernel's patch: passes on CUDA; elsewhere every check says why not (Triton needs CUDA)."""
+    if DEVICE == "cuda":
+        pytest.importorskip("liger_kernel")
+    code, report, _ = conform_model(tmp_path, "transformers_models:liger", "--filter", r"golden/|use_cache/")
+    if DEVICE != "cuda":
+        assert code == 0 and {r["status"] for r in report["results"]} == {"not_supported"}
+        assert all("need a CUDA device" in r["detail"] for r in report["results"])
+        return
+    assert code == 0 and report["passed"], failing_tests(report)
+
+
+# Each control changes one thing; only the check that guards it may fail. process_wide_store: the
+# two forwards overlap, so a model may also read the other's store mid-forward (KeyError, a shape
+# error) besides the wrong gradients of a recompute: every row is one of the two models'.
+CONTROLS = {
+    "checkpoint_closure": ({"memory_flatness/model/e2b"}, "slope_bytes_per_step"),
+    "thread_local_store": ({f"multithreaded_recompute/backward-thread/{g}" for g in
+                            ("model/e2b", "model/e4b", "transformers/e2b_like")} if DEVICE == "cpu" else
+                           # CUDA: every recompute runs on autograd's device thread, the two-models one too
+                           {f"multithreaded_recompute/{c}/{g}" for c in ("backward-thread", "two-models", "checkpointed")
+                            for g in ("model/e2b", "model/e4b", "transformers/e2b_like")},
+                           "'NoneType' object is not subscriptable"),
+    "process_wide_store": ({f"multithreaded_recompute/two-models/{g}" for g in
+                            ("model/e2b", "model/e4b", "transformers/e2b_like")}, "model "),
+}
+
+
+@pytest.mark.parametrize("control", sorted(CONTROLS))
+def test_side_channel_controls_fail_their_check(tmp_path, control):
+    expected, evidence = CONTROLS[control]
+    code, report, _ = conform_model(tmp_path, f"model_controls:{control}", "--filter", KV_SHARED)
+    assert code == 1
+    assert failing_tests(report) == expected
+    assert any(evidence in (r["detail"] + r["metric"] + r["case"]) for r in report["results"] if r["status"] == "fail")
+
+
+def test_factory_that_raises_is_a_failure_row(tmp_path):
+    code, report, out = conform_model(tmp_path, "model_controls:raises", "--filter", r"^golden/model/")
+    assert code == 1 and report["checks"] == 4 and report["failed_checks"] == 4
+    assert all(r["detail"] == "ModelError: the factory raised ValueError: this factory supports no config "
+               f"(hidden_size {32})" for r in report["results"])
+    code, report, _ = conform_model(tmp_path, "model_controls:not_a_module", "--filter", r"^golden/model/e2b")
+    assert code == 1 and "not a torch.nn.Module" in report["results"][0]["detail"]
+
+
+def test_crash_and_hang_are_failure_rows(tmp_path):
+    """A module that kills its process, or never returns, fails that check; the others still run."""
+    code, report, _ = conform_model(tmp_path, "model_controls:crashes_on_kv_shared", "--filter",
+                                    r"^golden/model/(e2b|31b)$")
+    assert code == 1 and failing_tests(report) == {"golden/model/e2b"}
+    died = [r for r in report["results"] if r["test"] == "golden/model/e2b"]
+    assert len(died) == 1 and "worker process died (signal SIGABRT)" in died[0]["detail"]
+    assert any(r["test"] == "golden/model/31b" and r["status"] == "pass" for r in report["results"])
+    code, report, _ = conform_model(tmp_path, "model_controls:hangs_on_kv_shared", "--filter",
+                                    r"^golden/model/(e2b|31b)$", "--timeout", "20")
+    assert code == 1 and failing_tests(report) == {"golden/model/e2b"}
+    assert "timed out after 20.0 s" in [r for r in report["results"] if r["test"] == "golden/model/e2b"][0]["detail"]
+
+
+def test_usage(tmp_path):
+    run = lambda *a: subprocess.run([sys.executable, "-m", "gemma4_conform", "conform-model", *a],  # noqa: E731
+                                    capture_output=True, text=True, env={**os.environ, "PYTHONPATH": PYTHONPATH})
+    assert run("--help").returncode == 0 and "--factory" in run("--help").stdout
+    assert run().returncode == 2 and "--factory MODULE:FACTORY is required" in run().stderr
+    bad = run("--factory", "no_such_module:f")
+    assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1].endswith("No module named 'no_such_module'")
+    assert run("--factory", "m:f", "--filter", "(").returncode == 2
+    listed = run("--list").stdout.split()
+    assert "memory_flatness/model/e2b" in listed and "golden/transformers/e2b_like" in listed
