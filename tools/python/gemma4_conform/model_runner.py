@@ -287,6 +287,7 @@ def main(argv=None) -> int:
     report = {"factory": args.factory, "device": args.device, "dtype": args.dtype, "checks": len(tests),
               "failed_checks": failed, "passed": failed == 0,
               "notes": {t: r["notes"] for t, r in results.items() if r["notes"]},
+              "seconds": {t: round(r["seconds"], 3) for t, r in results.items()},
               "results": [row for r in results.values() for row in r["rows"]]}
     path = args.report or str(work / "report.json")
     Path(path).write_text(json.dumps(report, indent=2) + "\n")
