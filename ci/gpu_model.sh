@@ -6,7 +6,7 @@
 #   - tests: the pytest proof (tools/python/tests/test_conform_model.py, test_historic.py) with
 #     GEMMA4_TEST_DEVICE=cuda: the side-channel controls, the contract breakers and the historic
 #     environments (tools/python/third_party/historic_envs.sh, offline from .whl/historic/).
-# STAGE (default build,models,tests) picks the parts. Tables, JSON reports and the pytest log go
+# STAGE (default build,models,tests) picks the parts; TESTS, pytest's arguments (default both files). Tables, JSON reports and the pytest log go
 # into $OUT/logs.tar.gz; one line per run is printed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +51,7 @@ if stage tests; then
   t0=$SECONDS
   GEMMA4_TEST_DEVICE=cuda GEMMA4_HISTORIC_DIR=/tmp/historic OMP_NUM_THREADS=4 \
     timeout "${TESTS_TIMEOUT:-540}" python3 -m pytest -s -rA -p no:cacheprovider -p no:gemma4_conform \
-    tools/python/tests/test_conform_model.py tools/python/tests/test_historic.py > "$LOGS/pytest.log" 2>&1
+    ${TESTS:-tools/python/tests/test_conform_model.py tools/python/tests/test_historic.py} > "$LOGS/pytest.log" 2>&1
   code=$?
   [ $code -eq 0 ] || status=1
   echo "pytest (cuda): exit $code, $((SECONDS - t0)) s: $(tail -1 "$LOGS/pytest.log")"

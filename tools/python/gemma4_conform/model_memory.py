@@ -10,7 +10,8 @@ allocated bytes. The least-squares slope of live bytes against the step, after a
 max(3, N/10) steps, must stay under 1% of one step's shared K/V. A leak of the kind above retains at
 least one step's shared K/V per step (a slope >= 100% of it); an honest model allocates the same
 bytes every step, a slope of 0. The cycle collector runs because a cycle that Python frees later is
-not a leak; a container that something still references is.
+not a leak; a container that something still references is (the model and everything older than
+the loop are frozen first, gc.freeze: what they reference stays reachable, as it should).
 
 One step's shared K/V comes from the config, as transformers stores it: the last layer of each
 type before the first KV-shared layer stores K and V of [B, Hkv, S, D] in the model's dtype.
@@ -81,6 +82,8 @@ def memory_flatness(ctx, golden):
     if device == "cpu":
         _core.install_tracking_cpu_allocator()
     loaded = ctx.model.load(golden.config, golden.weights)
+    python_gc.collect()
+    python_gc.freeze()  # the per-step collections below scan only what the steps create
     xs, ys = [], []
     for step in range(steps):
         run_step(loaded, inputs, device, StepOptions(checkpoint=True))

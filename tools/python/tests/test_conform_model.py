@@ -66,29 +66,34 @@ def test_liger(tmp_path):
     assert code == 0 and report["passed"], failing_tests(report)
 
 
-# Each control changes one thing; only the check that guards it may fail. process_wide_store: the
-# two forwards overlap, so a model may also read the other's store mid-forward (KeyError, a shape
-# error) besides the wrong gradients of a recompute: every row is one of the two models'.
+# Each control changes one thing: the checks that guard it must fail, and nothing else may.
+# (required failing checks, allowed failing checks, evidence in every failing row)
+SHARED = ("model/e2b", "model/e4b", "transformers/e2b_like")
+BACKWARD_THREAD = {f"multithreaded_recompute/backward-thread/{g}" for g in SHARED}
+TWO_MODELS = {f"multithreaded_recompute/two-models/{g}" for g in SHARED}
+# CUDA runs a checkpoint recompute on autograd's device thread in any checkpointed training (not
+# always: the engine may run a node on the calling thread), so a thread-local store may fail there
+# wherever there is a recompute, as users saw it.
+RECOMPUTES = BACKWARD_THREAD | TWO_MODELS | {f"multithreaded_recompute/checkpointed/{g}" for g in SHARED} | \
+    {"memory_flatness/model/e2b"}
 CONTROLS = {
-    "checkpoint_closure": ({"memory_flatness/model/e2b"}, "slope_bytes_per_step"),
-    "thread_local_store": ({f"multithreaded_recompute/backward-thread/{g}" for g in
-                            ("model/e2b", "model/e4b", "transformers/e2b_like")} if DEVICE == "cpu" else
-                           # CUDA: every recompute runs on autograd's device thread, the two-models one too
-                           {f"multithreaded_recompute/{c}/{g}" for c in ("backward-thread", "two-models", "checkpointed")
-                            for g in ("model/e2b", "model/e4b", "transformers/e2b_like")},
+    "checkpoint_closure": ({"memory_flatness/model/e2b"}, {"memory_flatness/model/e2b"}, "slope_bytes_per_step"),
+    "thread_local_store": (BACKWARD_THREAD, BACKWARD_THREAD if DEVICE == "cpu" else RECOMPUTES,
                            "'NoneType' object is not subscriptable"),
-    "process_wide_store": ({f"multithreaded_recompute/two-models/{g}" for g in
-                            ("model/e2b", "model/e4b", "transformers/e2b_like")}, "model "),
+    # The two forwards overlap, so a model may also read the other's store mid-forward (KeyError, a
+    # shape error) besides the wrong gradients of a recompute: every row is one of the two models'.
+    "process_wide_store": (TWO_MODELS, TWO_MODELS, "model "),
 }
 
 
 @pytest.mark.parametrize("control", sorted(CONTROLS))
 def test_side_channel_controls_fail_their_check(tmp_path, control):
-    expected, evidence = CONTROLS[control]
+    required, allowed, evidence = CONTROLS[control]
     code, report, _ = conform_model(tmp_path, f"model_controls:{control}", "--filter", KV_SHARED)
     assert code == 1
-    assert failing_tests(report) == expected
-    assert any(evidence in (r["detail"] + r["metric"] + r["case"]) for r in report["results"] if r["status"] == "fail")
+    assert required <= failing_tests(report) <= allowed, failing_tests(report)
+    failing_rows = [r for r in report["results"] if r["status"] == "fail"]
+    assert all(evidence in (r["detail"] + r["metric"] + r["case"]) for r in failing_rows), failing_rows[:3]
 
 
 def test_factory_that_raises_is_a_failure_row(tmp_path):
