@@ -57,3 +57,39 @@ bench_run() {
   run_code=$?
   echo "$name: exit $run_code, $((SECONDS - t0)) s"
 }
+
+# stage PART: whether PART is in the comma-separated $STAGE the calling script defaulted.
+stage() { [[ ",$STAGE," == *",$1,"* ]]; }
+
+# gpu_python_env: for the scripts that run the Python package (gpu_python.sh, gpu_model.sh): $LOGS,
+# tarred into $OUT/logs.tar.gz on exit (the device tool returns at most 8 files); the build when
+# STAGE has it; the carried wheels of .whl/ installed into /tmp/site; PYTHONPATH.
+gpu_python_env() {
+  LOGS=$OUT/logs
+  mkdir -p "$LOGS"
+  trap 'tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$LOGS"' EXIT
+  if stage build; then
+    python3 -c 'import sysconfig; print("python headers:", sysconfig.get_paths()["include"])'
+    gpu_build || { cp "$OUT/build.log" "$LOGS/"; exit 1; }
+    cp "$OUT/build.log" "$LOGS/"
+  fi
+  ls build/python/gemma4_conform/_core*.so || { echo "the Python module was not built"; exit 1; }
+  if ls .whl/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl || exit 1
+  fi
+  export PYTHONPATH=build/python:tools/python/tests:tools/python/third_party:/tmp/site
+}
+
+# py_run NAME EXPECTED_EXIT COMMAND ARGS...: one `python3 -m gemma4_conform COMMAND --device cuda ARGS`
+# run (conform or conform-model), its table in $LOGS/NAME.txt and report in $LOGS/NAME.json; prints
+# one line; status=1 when its exit code is not EXPECTED_EXIT.
+py_run() {
+  local name=$1 expected=$2 command=$3 t0=$SECONDS code
+  shift 3
+  timeout "${RUN_TIMEOUT:-400}" python3 -m gemma4_conform "$command" --device cuda --report "$LOGS/$name.json" "$@" \
+    > "$LOGS/$name.txt" 2>&1
+  code=$?
+  # shellcheck disable=SC2034 # status: the calling script's
+  [ "$code" = "$expected" ] || status=1
+  echo "$name: exit $code (expected $expected; $((SECONDS - t0)) s): $(grep -E "^(PASS|FAIL): |error" "$LOGS/$name.txt" | tail -1)"
+}

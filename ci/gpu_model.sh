@@ -6,42 +6,20 @@
 #   - tests: the pytest proof (tools/python/tests/test_conform_model.py, test_historic.py) with
 #     GEMMA4_TEST_DEVICE=cuda: the side-channel controls, the contract breakers and the historic
 #     environments (tools/python/third_party/historic_envs.sh, offline from .whl/historic/).
-# STAGE (default build,models,tests) picks the parts; TESTS, pytest's arguments (default both files). Tables, JSON reports and the pytest log go
+# STAGE (default build,models,tests) picks the parts; MODELS the factory:dtypes runs; TESTS, pytest's arguments (default both files). Tables, JSON reports and the pytest log go
 # into $OUT/logs.tar.gz; one line per run is printed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-source ci/gpu_env.sh
-LOGS=$OUT/logs
-mkdir -p "$LOGS"
-finish() { tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$LOGS"; }
-trap finish EXIT
-
 STAGE=${STAGE:-build,models,tests}
-stage() { [[ ",$STAGE," == *",$1,"* ]]; }
-if stage build; then
-  gpu_build || { cp "$OUT/build.log" "$LOGS/"; exit 1; }
-fi
-ls build/python/gemma4_conform/_core*.so || { echo "the Python module was not built"; exit 1; }
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=build/python:tools/python/third_party:tools/python/tests:/tmp/site
-
+source ci/gpu_env.sh
+gpu_python_env
 status=0
-# model_run NAME EXPECTED_EXIT ARGS...: one conform-model run on CUDA, its table and report in $LOGS.
-model_run() {
-  local name=$1 expected=$2 t0=$SECONDS code
-  shift 2
-  timeout "${RUN_TIMEOUT:-400}" python3 -m gemma4_conform conform-model --device cuda --report "$LOGS/$name.json" \
-    "$@" > "$LOGS/$name.txt" 2>&1
-  code=$?
-  [ "$code" = "$expected" ] || status=1
-  echo "$name: exit $code (expected $expected; $((SECONDS - t0)) s): $(grep -E "^(PASS|FAIL): |error" "$LOGS/$name.txt" | tail -1)"
-}
 
 if stage models; then
   for run in ${MODELS:-eager:f32,bf16 sdpa:bf16,f16 liger:bf16,f32}; do
     factory=${run%:*} dtypes=${run##*:}
     for dtype in ${dtypes//,/ }; do
-      model_run "transformers-$factory-$dtype" 0 --factory "transformers_models:$factory" --dtype "$dtype" --verbose
+      py_run "transformers-$factory-$dtype" 0 conform-model --factory "transformers_models:$factory" --dtype "$dtype" --verbose
     done
   done
 fi

@@ -13,44 +13,17 @@
 # device tool returns at most 8 files); one line per run is printed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-source ci/gpu_env.sh
-LOGS=$OUT/logs
-mkdir -p "$LOGS"
-finish() { tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$LOGS"; }
-trap finish EXIT
-
 STAGE=${STAGE:-build,python,third_party,third_party_controls}
-stage() { [[ ",$STAGE," == *",$1,"* ]]; }
-
-if stage build; then
-  python3 -c 'import sysconfig; print("python headers:", sysconfig.get_paths()["include"])'
-  gpu_build || { cp "$OUT/build.log" "$LOGS/"; exit 1; }
-  cp "$OUT/build.log" "$LOGS/"
-fi
-ls build/python/gemma4_conform/_core*.so || { echo "the Python module was not built"; exit 1; }
-if ls .whl/*.whl > /dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-fi
-export PYTHONPATH=build/python:tools/python/tests:tools/python/third_party:/tmp/site
-
+source ci/gpu_env.sh
+gpu_python_env
 status=0
-# py_run NAME EXPECTED_EXIT ARGS...: one run, its table in $LOGS/NAME.txt and report in $LOGS/NAME.json.
-py_run() {
-  local name=$1 expected=$2 t0=$SECONDS code
-  shift 2
-  timeout "${RUN_TIMEOUT:-300}" python3 -m gemma4_conform conform --device cuda --report "$LOGS/$name.json" "$@" \
-    > "$LOGS/$name.txt" 2>&1
-  code=$?
-  [ "$code" = "$expected" ] || status=1
-  echo "$name: exit $code (expected $expected; $((SECONDS - t0)) s): $(grep -E "^(PASS|FAIL): |error" "$LOGS/$name.txt" | tail -1)"
-}
 
 if stage python; then
   for dtype in f32 bf16 f16; do
-    py_run "python-all-ops-$dtype" 0 --backend python_backends:correct --dtype "$dtype" --verbose
+    py_run "python-all-ops-$dtype" 0 conform --backend python_backends:correct --dtype "$dtype" --verbose
   done
   grep -h "multithreaded_recompute" "$LOGS"/python-all-ops-bf16.txt | head -6
-  py_run python-window-off-by-one 1 --backend python_backends:window_off_by_one --filter '^(golden|op_sweep)/'
+  py_run python-window-off-by-one 1 conform --backend python_backends:window_off_by_one --filter '^(golden|op_sweep)/'
 fi
 # The third-party backends, each SPEC:DTYPES (tools/python/third_party/README.md); a verdict, not an
 # expectation: the exit codes are reported and the tables kept.
@@ -59,7 +32,7 @@ if stage third_party; then
                               liger_backend:backend_noscale_kernel:bf16 axolotl_backend:backend:bf16,f32,f16}; do
     spec=${run%:*} dtypes=${run##*:}
     for dtype in ${dtypes//,/ }; do
-      py_run "${spec/:/-}-$dtype" 0 --backend "$spec" --dtype "$dtype" --verbose
+      py_run "${spec/:/-}-$dtype" 0 conform --backend "$spec" --dtype "$dtype" --verbose
     done
   done
 fi
@@ -67,7 +40,7 @@ fi
 # (proof that it judges the packages' kernels, not a fallback).
 if stage third_party_controls; then
   for spec in liger_backend:backend_gemma3_offset axolotl_backend:backend_unit_offset; do
-    py_run "${spec/:/-}-bf16" 1 --backend "$spec" --dtype bf16 --filter '^(golden|op_sweep)/'
+    py_run "${spec/:/-}-bf16" 1 conform --backend "$spec" --dtype bf16 --filter '^(golden|op_sweep)/'
   done
 fi
 exit $status

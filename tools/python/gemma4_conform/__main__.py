@@ -9,7 +9,6 @@ option of `gemma4-conform conform` (--device, --dtype, --filter, --steps, --repo
 (gemma4_conform/model_runner.py). `--backend NAME` without a colon is an in-tree backend, and every other command
 (golden check, backends, calibrate, ...) is the CLI's own.
 """
-import importlib
 import sys
 
 from . import Backend, _core, run_cli
@@ -23,20 +22,13 @@ class FactoryError(Exception):
 
 def load_factory(spec: str) -> Backend:
     """MODULE:FACTORY -> the Backend FACTORY() returns; every way this can go wrong is one line."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise FactoryError(f"--backend {spec!r}: expected MODULE:FACTORY")
+    from .model_runner import resolve
+
     try:
-        module = importlib.import_module(module_name)
-    except Exception as e:  # the user's module: any error it raises on import is reported, not raised
-        raise FactoryError(f"--backend {spec}: cannot import {module_name}: {type(e).__name__}: {e}") from e
-    factory = module
-    for part in attr.split("."):
-        if not hasattr(factory, part):
-            raise FactoryError(f"--backend {spec}: {module_name} has no attribute {attr!r}")
-        factory = getattr(factory, part)
-    if not callable(factory):
-        raise FactoryError(f"--backend {spec}: {attr} is not callable")
+        factory = resolve(spec, "--backend")
+    except ValueError as e:
+        raise FactoryError(str(e)) from e
+    attr = spec.partition(":")[2]
     try:
         backend = factory()
     except Exception as e:

@@ -30,23 +30,23 @@ from pathlib import Path
 PROGRAM = "python -m gemma4_conform conform-model"
 
 
-def resolve(spec: str):
-    """MODULE:FACTORY -> the callable; raises ValueError with one line when it cannot."""
+def resolve(spec: str, option: str = "--factory"):
+    """MODULE:FACTORY -> the callable; raises ValueError with one line (naming `option`) when it cannot."""
     import importlib
 
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        raise ValueError(f"--factory {spec!r}: expected MODULE:FACTORY")
+        raise ValueError(f"{option} {spec!r}: expected MODULE:FACTORY")
     try:
         obj = importlib.import_module(module_name)
     except Exception as e:  # the user's module: whatever its import raises is reported
-        raise ValueError(f"--factory {spec}: cannot import {module_name}: {type(e).__name__}: {e}") from e
+        raise ValueError(f"{option} {spec}: cannot import {module_name}: {type(e).__name__}: {e}") from e
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ValueError(f"--factory {spec}: {module_name} has no attribute {attr!r}")
+            raise ValueError(f"{option} {spec}: {module_name} has no attribute {attr!r}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise ValueError(f"--factory {spec}: {attr} is not callable")
+        raise ValueError(f"{option} {spec}: {attr} is not callable")
     return obj
 
 
