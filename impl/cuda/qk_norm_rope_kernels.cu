@@ -4,9 +4,14 @@
 //
 // RoPE pairs element d with d + D/2, so a lane holds whole pairs: chunks of V consecutive d (one
 // vector access) in each half. A row of D <= 512 is shared by a group of lanes (a power of two, up
-// to the whole warp: lanes_per_row), so a warp works on 32 / lanes rows at once and small head dims
-// keep every lane busy. The row stays in registers between its sum of squares (a shuffle reduction
-// within the group) and the output: every input element is read once, every output written once.
+// to the whole warp: lanes_per_row), so a warp works on 32 / lanes rows (heads) at once. The row
+// stays in registers between its sum of squares (a shuffle reduction within the group) and the
+// output: every input element is read once, every output written once.
+//
+// A warp takes one token at a time and all of its heads: the token's cos/sin entries for the
+// lane's chunks are loaded once into registers (4 x 8 floats at most) and serve every head, instead
+// of being re-read per (token, head) row. With fewer heads than rows per warp (MQA keys at small
+// head dims), the spare row slots idle.
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
@@ -40,46 +45,44 @@ __device__ inline float group_sum(float v, int lanes) {
   return v;
 }
 
-__host__ __device__ inline int64_t num_rows(const RowShape& s) { return s.batch * s.seq * s.heads; }
+__host__ __device__ inline int64_t num_tokens(const RowShape& s) { return s.batch * s.seq; }
 
-// Blocks that give each warp one set of rows.
-int64_t row_blocks(const RowShape& shape) {
-  const int64_t rows_per_block = kWarps * (32 / lanes_per_row(shape.head_dim / 2));
-  return (num_rows(shape) + rows_per_block - 1) / rows_per_block;
-}
+// Blocks that give each warp one token.
+int64_t token_blocks(const RowShape& shape) { return (num_tokens(shape) + kWarps - 1) / kWarps; }
 
-// The backward strides over the rows with at most kMaxBackwardBlocks blocks, a number that depends
-// on the shape alone, so that its per-block weight-gradient sums (and their order) do too.
-int64_t backward_blocks(const RowShape& shape) { return std::min(row_blocks(shape), kMaxBackwardBlocks); }
+// The backward strides over the tokens with at most kMaxBackwardBlocks blocks, a number that
+// depends on the shape alone, so that its per-block weight-gradient sums (and their order) do too.
+int64_t backward_blocks(const RowShape& shape) { return std::min(token_blocks(shape), kMaxBackwardBlocks); }
 
-// A lane's place: its warp takes 32 / lanes rows at a time, from `first` in steps of `stride`;
-// the lane works on row first + slot, chunks c = sub, sub + lanes, ...
+// A lane's place: its warp takes tokens from `first` in steps of `stride`, and of each token the
+// heads slot, slot + rows_per_warp, ...; the lane works on chunks c = sub, sub + lanes, ...
 struct LanePlace {
-  int lanes, slot, sub;
+  int lanes, rows_per_warp, slot, sub;
   int64_t first, stride;
 
   __device__ explicit LanePlace(int64_t half) : lanes(lanes_per_row(half)) {
-    const int lane = threadIdx.x % 32, rows_per_warp = 32 / lanes;
+    const int lane = threadIdx.x % 32;
+    rows_per_warp = 32 / lanes;
     slot = lane / lanes;
     sub = lane % lanes;
-    first = (int64_t{blockIdx.x} * kWarps + threadIdx.x / 32) * rows_per_warp;
-    stride = int64_t{gridDim.x} * kWarps * rows_per_warp;
+    first = int64_t{blockIdx.x} * kWarps + threadIdx.x / 32;
+    stride = int64_t{gridDim.x} * kWarps;
   }
 };
 
-// Element offsets of row (b, s, h): in x [B, S, H, D], in the output layout, and of position s
-// in the [S, D] RoPE table.
+// Element offsets of row (token, head): in x [B, S, H, D], in the output layout, and of the
+// token's position in the [S, D] RoPE table.
 struct RowOffsets {
   int64_t in, out, rope;
 };
 
 // The index math is 32-bit (the caller keeps the rows below 2^32): 64-bit division is slow on
 // the GPU and would cost as much as the row's arithmetic.
-__device__ inline RowOffsets row_offsets(int64_t row, const RowShape& shape, bool transposed) {
-  const uint32_t r = static_cast<uint32_t>(row), H = static_cast<uint32_t>(shape.heads),
-                 S = static_cast<uint32_t>(shape.seq);
-  const uint32_t h = r % H, bs = r / H, s = bs % S, b = bs / S;
-  const int64_t out_row = transposed ? (int64_t{b} * H + h) * S + s : row;
+__device__ inline RowOffsets row_offsets(int64_t token, int64_t head, const RowShape& shape, bool transposed) {
+  const uint32_t t = static_cast<uint32_t>(token), S = static_cast<uint32_t>(shape.seq);
+  const uint32_t s = t % S, b = t / S;
+  const int64_t row = token * shape.heads + head;
+  const int64_t out_row = transposed ? (int64_t{b} * shape.heads + head) * S + s : row;
   return {row * shape.head_dim, out_row * shape.head_dim, int64_t{s} * shape.head_dim};
 }
 
@@ -93,22 +96,28 @@ __device__ inline void load_weight(const float* weight, int64_t d, float (&out)[
   }
 }
 
-// The RoPE table entries of elements d (lo) and d + D/2 (hi) of the row's position.
-template <typename T, int V>
-struct RopeChunk {
-  float cos_lo[V], cos_hi[V], sin_lo[V], sin_hi[V];
-  __device__ RopeChunk(const T* cos, const T* sin, int64_t at, int64_t d, int64_t half) {
-    load<T, V>(cos + at + d, cos_lo);
-    load<T, V>(cos + at + half + d, cos_hi);
-    load<T, V>(sin + at + d, sin_lo);
-    load<T, V>(sin + at + half + d, sin_hi);
-  }
-};
-
 // A lane's share of a row: chunks c = sub, sub + lanes, ... of V pairs, lo[i][j] for element
 // d = c * V + j and hi[i][j] for d + D/2.
 template <int V>
 using Pairs = float[kChunks<V>][V];
+
+// The RoPE table entries of the lane's chunks at one position: cos/sin of elements d (lo) and
+// d + D/2 (hi), loaded once per token.
+template <typename T, int V>
+struct RopeRow {
+  Pairs<V> cos_lo, cos_hi, sin_lo, sin_hi;
+  __device__ RopeRow(const T* cos, const T* sin, int64_t at, int64_t half, const LanePlace& lane, int chunks) {
+#pragma unroll
+    for (int i = 0; i < kChunks<V>; ++i) {
+      const int c = lane.sub + lane.lanes * i;
+      if (!cos || c >= chunks) continue;
+      load<T, V>(cos + at + c * V, cos_lo[i]);
+      load<T, V>(cos + at + half + c * V, cos_hi[i]);
+      load<T, V>(sin + at + c * V, sin_lo[i]);
+      load<T, V>(sin + at + half + c * V, sin_hi[i]);
+    }
+  }
+};
 
 template <typename T, int V>
 __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape shape, NormRopeForwardArgs a) {
@@ -118,62 +127,64 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
   const T* sin = static_cast<const T*>(a.sin);
   T* y = static_cast<T*>(a.y);
   T* y_unscaled = static_cast<T*>(a.y_unscaled);
-  const int64_t D = shape.head_dim, half = D / 2, rows = num_rows(shape);
+  const int64_t D = shape.head_dim, half = D / 2, tokens = num_tokens(shape);
   const int chunks = static_cast<int>(half / V);
   const LanePlace lane(half);
 
-  // The loop is uniform over the warp, as the shuffles need; `valid` guards the memory accesses.
-  for (int64_t first = lane.first; first < rows; first += lane.stride) {
-    const int64_t row = first + lane.slot;
-    const bool valid = row < rows;
-    const RowOffsets at = row_offsets(row, shape, a.transposed);
-    Pairs<V> lo, hi;
-    float sum_sq = 0.f;
+  // The loops are uniform over the warp, as the shuffles need; `valid` guards the memory accesses.
+  for (int64_t token = lane.first; token < tokens; token += lane.stride) {
+    const RopeRow<T, V> rope(cos, sin, row_offsets(token, 0, shape, false).rope, half, lane, chunks);
+    for (int64_t head0 = 0; head0 < shape.heads; head0 += lane.rows_per_warp) {
+      const int64_t head = head0 + lane.slot;
+      const bool valid = head < shape.heads;
+      const RowOffsets at = row_offsets(token, head, shape, a.transposed);
+      Pairs<V> lo, hi;
+      float sum_sq = 0.f;
 #pragma unroll
-    for (int i = 0; i < C; ++i) {
-      const int c = lane.sub + lane.lanes * i;
-      if (!valid || c >= chunks) continue;
-      load<T, V>(x + at.in + c * V, lo[i]);
-      load<T, V>(x + at.in + half + c * V, hi[i]);
+      for (int i = 0; i < C; ++i) {
+        const int c = lane.sub + lane.lanes * i;
+        if (!valid || c >= chunks) continue;
+        load<T, V>(x + at.in + c * V, lo[i]);
+        load<T, V>(x + at.in + half + c * V, hi[i]);
 #pragma unroll
-      for (int j = 0; j < V; ++j) sum_sq += lo[i][j] * lo[i][j] + hi[i][j] * hi[i][j];
-    }
-    const float rstd = rsqrtf(group_sum(sum_sq, lane.lanes) / static_cast<float>(D) + a.eps);
+        for (int j = 0; j < V; ++j) sum_sq += lo[i][j] * lo[i][j] + hi[i][j] * hi[i][j];
+      }
+      const float rstd = rsqrtf(group_sum(sum_sq, lane.lanes) / static_cast<float>(D) + a.eps);
 
 #pragma unroll
-    for (int i = 0; i < C; ++i) {
-      const int c = lane.sub + lane.lanes * i;
-      if (!valid || c >= chunks) continue;
-      const int64_t d = c * V;
-      float w_lo[V], w_hi[V];
-      load_weight<V>(a.weight, d, w_lo);
-      load_weight<V>(a.weight, half + d, w_hi);
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        lo[i][j] *= rstd;
-        hi[i][j] *= rstd;
-      }
-      if (y_unscaled) {
-        store<T, V>(y_unscaled + at.out + d, lo[i]);
-        store<T, V>(y_unscaled + at.out + half + d, hi[i]);
-      }
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        lo[i][j] *= w_lo[j];
-        hi[i][j] *= w_hi[j];
-      }
-      if (cos) {
-        // n*cos + rotate_half(n)*sin with rotate_half(n) = cat(-n[D/2:], n[:D/2]).
-        const RopeChunk<T, V> r(cos, sin, at.rope, d, half);
+      for (int i = 0; i < C; ++i) {
+        const int c = lane.sub + lane.lanes * i;
+        if (!valid || c >= chunks) continue;
+        const int64_t d = c * V;
+        float w_lo[V], w_hi[V];
+        load_weight<V>(a.weight, d, w_lo);
+        load_weight<V>(a.weight, half + d, w_hi);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const float l = lo[i][j], h = hi[i][j];
-          lo[i][j] = l * r.cos_lo[j] - h * r.sin_lo[j];
-          hi[i][j] = h * r.cos_hi[j] + l * r.sin_hi[j];
+          lo[i][j] *= rstd;
+          hi[i][j] *= rstd;
         }
+        if (y_unscaled) {
+          store<T, V>(y_unscaled + at.out + d, lo[i]);
+          store<T, V>(y_unscaled + at.out + half + d, hi[i]);
+        }
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          lo[i][j] *= w_lo[j];
+          hi[i][j] *= w_hi[j];
+        }
+        if (cos) {
+          // n*cos + rotate_half(n)*sin with rotate_half(n) = cat(-n[D/2:], n[:D/2]).
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            const float l = lo[i][j], h = hi[i][j];
+            lo[i][j] = l * rope.cos_lo[i][j] - h * rope.sin_lo[i][j];
+            hi[i][j] = h * rope.cos_hi[i][j] + l * rope.sin_hi[i][j];
+          }
+        }
+        store<T, V>(y + at.out + d, lo[i]);
+        store<T, V>(y + at.out + half + d, hi[i]);
       }
-      store<T, V>(y + at.out + d, lo[i]);
-      store<T, V>(y + at.out + half + d, hi[i]);
     }
   }
 }
@@ -192,77 +203,79 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_backward_kernel(RowShap
   const T* dy = static_cast<const T*>(a.dy);
   const T* dy_unscaled = static_cast<const T*>(a.dy_unscaled);
   T* dx = static_cast<T*>(a.dx);
-  const int64_t D = shape.head_dim, half = D / 2, rows = num_rows(shape);
+  const int64_t D = shape.head_dim, half = D / 2, tokens = num_tokens(shape);
   const int chunks = static_cast<int>(half / V);
   const LanePlace lane(half);
 
   Pairs<V> dw_lo = {}, dw_hi = {};  // this lane's share of dw over its rows
-  for (int64_t first = lane.first; first < rows; first += lane.stride) {
-    const int64_t row = first + lane.slot;
-    const bool valid = row < rows;
-    const RowOffsets at = row_offsets(row, shape, a.transposed);
-    // Everything that does not depend on rstd comes before the reduction: all loads overlap.
-    Pairs<V> lo, hi, g_lo, g_hi, u_lo = {}, u_hi = {};  // x; dn, then g; dy_unscaled
-    float sum_sq = 0.f;
+  for (int64_t token = lane.first; token < tokens; token += lane.stride) {
+    const RopeRow<T, V> rope(cos, sin, row_offsets(token, 0, shape, false).rope, half, lane, chunks);
+    for (int64_t head0 = 0; head0 < shape.heads; head0 += lane.rows_per_warp) {
+      const int64_t head = head0 + lane.slot;
+      const bool valid = head < shape.heads;
+      const RowOffsets at = row_offsets(token, head, shape, a.transposed);
+      // Everything that does not depend on rstd comes before the reduction: all loads overlap.
+      Pairs<V> lo, hi, g_lo, g_hi, u_lo = {}, u_hi = {};  // x; dn, then g; dy_unscaled
+      float sum_sq = 0.f;
 #pragma unroll
-    for (int i = 0; i < C; ++i) {
-      const int c = lane.sub + lane.lanes * i;
-      if (!valid || c >= chunks) continue;
-      const int64_t d = c * V;
-      load<T, V>(x + at.in + d, lo[i]);
-      load<T, V>(x + at.in + half + d, hi[i]);
-      load<T, V>(dy + at.out + d, g_lo[i]);
-      load<T, V>(dy + at.out + half + d, g_hi[i]);
-      if (dy_unscaled) {
-        load<T, V>(dy_unscaled + at.out + d, u_lo[i]);
-        load<T, V>(dy_unscaled + at.out + half + d, u_hi[i]);
+      for (int i = 0; i < C; ++i) {
+        const int c = lane.sub + lane.lanes * i;
+        if (!valid || c >= chunks) continue;
+        const int64_t d = c * V;
+        load<T, V>(x + at.in + d, lo[i]);
+        load<T, V>(x + at.in + half + d, hi[i]);
+        load<T, V>(dy + at.out + d, g_lo[i]);
+        load<T, V>(dy + at.out + half + d, g_hi[i]);
+        if (dy_unscaled) {
+          load<T, V>(dy_unscaled + at.out + d, u_lo[i]);
+          load<T, V>(dy_unscaled + at.out + half + d, u_hi[i]);
+        }
+        if (cos) {
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            const float l = g_lo[i][j], h = g_hi[i][j];
+            g_lo[i][j] = l * rope.cos_lo[i][j] + h * rope.sin_hi[i][j];
+            g_hi[i][j] = h * rope.cos_hi[i][j] - l * rope.sin_lo[i][j];
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < V; ++j) sum_sq += lo[i][j] * lo[i][j] + hi[i][j] * hi[i][j];
       }
-      if (cos) {
-        const RopeChunk<T, V> r(cos, sin, at.rope, d, half);
+      const float rstd = rsqrtf(group_sum(sum_sq, lane.lanes) / static_cast<float>(D) + a.eps);
+
+      float dot = 0.f;  // sum of g * xhat over the lane's share of the row
+#pragma unroll
+      for (int i = 0; i < C; ++i) {
+        const int c = lane.sub + lane.lanes * i;
+        if (!valid || c >= chunks) continue;
+        float w_lo[V], w_hi[V];
+        load_weight<V>(a.weight, c * V, w_lo);
+        load_weight<V>(a.weight, half + c * V, w_hi);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const float l = g_lo[i][j], h = g_hi[i][j];
-          g_lo[i][j] = l * r.cos_lo[j] + h * r.sin_hi[j];
-          g_hi[i][j] = h * r.cos_hi[j] - l * r.sin_lo[j];
+          lo[i][j] *= rstd;
+          hi[i][j] *= rstd;
+          dw_lo[i][j] += g_lo[i][j] * lo[i][j];
+          dw_hi[i][j] += g_hi[i][j] * hi[i][j];
+          g_lo[i][j] = g_lo[i][j] * w_lo[j] + u_lo[i][j];
+          g_hi[i][j] = g_hi[i][j] * w_hi[j] + u_hi[i][j];
+          dot += g_lo[i][j] * lo[i][j] + g_hi[i][j] * hi[i][j];
         }
       }
-#pragma unroll
-      for (int j = 0; j < V; ++j) sum_sq += lo[i][j] * lo[i][j] + hi[i][j] * hi[i][j];
-    }
-    const float rstd = rsqrtf(group_sum(sum_sq, lane.lanes) / static_cast<float>(D) + a.eps);
-
-    float dot = 0.f;  // sum of g * xhat over the lane's share of the row
-#pragma unroll
-    for (int i = 0; i < C; ++i) {
-      const int c = lane.sub + lane.lanes * i;
-      if (!valid || c >= chunks) continue;
-      float w_lo[V], w_hi[V];
-      load_weight<V>(a.weight, c * V, w_lo);
-      load_weight<V>(a.weight, half + c * V, w_hi);
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        lo[i][j] *= rstd;
-        hi[i][j] *= rstd;
-        dw_lo[i][j] += g_lo[i][j] * lo[i][j];
-        dw_hi[i][j] += g_hi[i][j] * hi[i][j];
-        g_lo[i][j] = g_lo[i][j] * w_lo[j] + u_lo[i][j];
-        g_hi[i][j] = g_hi[i][j] * w_hi[j] + u_hi[i][j];
-        dot += g_lo[i][j] * lo[i][j] + g_hi[i][j] * hi[i][j];
-      }
-    }
-    const float mean_dot = group_sum(dot, lane.lanes) / static_cast<float>(D);
+      const float mean_dot = group_sum(dot, lane.lanes) / static_cast<float>(D);
 
 #pragma unroll
-    for (int i = 0; i < C; ++i) {
-      const int c = lane.sub + lane.lanes * i;
-      if (!valid || c >= chunks) continue;
+      for (int i = 0; i < C; ++i) {
+        const int c = lane.sub + lane.lanes * i;
+        if (!valid || c >= chunks) continue;
 #pragma unroll
-      for (int j = 0; j < V; ++j) {
-        g_lo[i][j] = rstd * (g_lo[i][j] - lo[i][j] * mean_dot);
-        g_hi[i][j] = rstd * (g_hi[i][j] - hi[i][j] * mean_dot);
+        for (int j = 0; j < V; ++j) {
+          g_lo[i][j] = rstd * (g_lo[i][j] - lo[i][j] * mean_dot);
+          g_hi[i][j] = rstd * (g_hi[i][j] - hi[i][j] * mean_dot);
+        }
+        store<T, V>(dx + at.in + c * V, g_lo[i]);
+        store<T, V>(dx + at.in + half + c * V, g_hi[i]);
       }
-      store<T, V>(dx + at.in + c * V, g_lo[i]);
-      store<T, V>(dx + at.in + half + c * V, g_hi[i]);
     }
   }
 
@@ -312,7 +325,7 @@ int64_t norm_rope_backward_blocks(const RowShape& shape) { return backward_block
 
 cudaError_t norm_rope_forward(DType dtype, const RowShape& shape, const NormRopeForwardArgs& args,
                               cudaStream_t stream) {
-  const int64_t blocks = row_blocks(shape);
+  const int64_t blocks = token_blocks(shape);
   if (blocks == 0) return cudaSuccess;
   with_dtype(dtype, [&](auto type) {
     using T = decltype(type);
