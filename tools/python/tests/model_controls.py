@@ -15,6 +15,9 @@ Side-channel controls (the check that must catch each; all else must pass):
   _GEMMA4_SHARED_KV_STORE): visible on every thread, but one model's recompute reads the K/V of
   whichever model ran its forward last -> multithreaded_recompute/two-models.
 
+Numeric controls: attention_scale (the scores scaled by head_dim^-0.5) fails golden; nan_grad (a
+NaN in one gradient) fails finite_grads.
+
 The patches are per instance (a subclass made for each model's layers, a bound forward per
 attention module), so models built by other factories in the same process are untouched.
 """
@@ -88,6 +91,26 @@ _PROCESS_STORE: dict = {"store": None}  # one for every model in the process
 def process_wide_store(config: dict, dtype: str, device: str) -> torch.nn.Module:
     return _side_channel(transformers_models.sdpa(config, dtype, device),
                          put=lambda d: _PROCESS_STORE.__setitem__("store", d), get=lambda: _PROCESS_STORE["store"])
+
+
+# --- numeric bugs: the golden and finite_grads checks must catch them ----------------------------
+
+
+def attention_scale(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    """Scores scaled by head_dim^-0.5, the usual convention; Gemma-4 uses 1.0 (q and k are
+    RMS-normalised) -> golden/* (and use_cache/*, which judge the same forward)."""
+    model = transformers_models.sdpa(config, dtype, device)
+    for layer in model.model.layers:
+        layer.self_attn.scaling = layer.self_attn.head_dim ** -0.5
+    return model
+
+
+def nan_grad(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    """A backward that leaves NaN in one weight's gradient (the final norm's), the forward untouched
+    -> finite_grads/* (and golden/*, whose rule refuses non-finite values)."""
+    model = transformers_models.sdpa(config, dtype, device)
+    model.model.norm.weight.register_hook(lambda g: g * float("nan"))
+    return model
 
 
 # --- contract breakers: the harness must report them, never crash ---------------------------------

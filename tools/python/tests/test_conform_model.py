@@ -96,6 +96,25 @@ def test_side_channel_controls_fail_their_check(tmp_path, control):
     assert all(evidence in (r["detail"] + r["metric"] + r["case"]) for r in failing_rows), failing_rows[:3]
 
 
+NUMERIC = r"^(golden|finite_grads|use_cache|multithreaded_recompute/checkpointed)/"
+
+
+def test_numeric_controls_fail_golden_and_finite_grads(tmp_path):
+    """The scores scaled by head_dim^-0.5 fail every golden (and the use_cache forwards), nothing
+    else; a NaN gradient fails every finite_grads check naming the weight (and, being non-finite,
+    the golden and checkpointed comparisons), never use_cache (the forward is right)."""
+    code, report, _ = conform_model(tmp_path, "model_controls:attention_scale", "--filter", NUMERIC)
+    assert code == 1
+    assert {t.split("/")[0] for t in failing_tests(report)} == {"golden", "use_cache"}
+    assert len({t for t in failing_tests(report) if t.startswith("golden/")}) == 9
+    code, report, _ = conform_model(tmp_path, "model_controls:nan_grad", "--filter", NUMERIC)
+    assert code == 1
+    finite = {t for t in failing_tests(report) if t.startswith("finite_grads/")}
+    assert len(finite) == 9 and not any(t.startswith("use_cache/") for t in failing_tests(report))
+    assert all("norm.weight" in r["detail"] for r in report["results"]
+               if r["test"] in finite and r["status"] == "fail" and r["case"] == "grads/*")
+
+
 def test_factory_that_raises_is_a_failure_row(tmp_path):
     code, report, out = conform_model(tmp_path, "model_controls:raises", "--filter", r"^golden/model/")
     assert code == 1 and report["checks"] == 4 and report["failed_checks"] == 4
