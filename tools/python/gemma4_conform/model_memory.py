@@ -18,7 +18,9 @@ type before the first KV-shared layer stores K and V of [B, Hkv, S, D] in the mo
 """
 from __future__ import annotations
 
+import dataclasses
 import gc as python_gc
+from typing import Optional
 
 import torch
 
@@ -62,11 +64,18 @@ def default_steps(device: str) -> int:
     return 50 if device == "cpu" else 200
 
 
-def memory_flatness(ctx, golden):
-    from .model_checks import Outcome, Row, Status
+@dataclasses.dataclass
+class Flatness:
+    slope: float   # bytes per step
+    bound: float   # 1% of one step's shared K/V
+    detail: str
 
-    device, dtype = ctx.model.device, ctx.model.dtype
-    steps = ctx.steps or default_steps(device)
+
+def measure_flatness(model, golden, steps: int = 0) -> Optional[Flatness]:
+    """N training steps of `model` (a ModelUnderTest) on the golden's config and weights; None when
+    the config shares no K/V."""
+    device, dtype = model.device, model.dtype
+    steps = steps or default_steps(device)
     warmup = max(3, steps // 10)
     if steps < warmup + 3:
         raise ValueError(f"memory_flatness needs at least {warmup + 3} steps (--steps {steps})")
@@ -77,11 +86,11 @@ def memory_flatness(ctx, golden):
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone()}
     kv = shared_kv_bytes(golden.config, batch, seq, dtype)
     if kv == 0:
-        return Outcome([Row("", Status.NOT_SUPPORTED, detail="the config shares no K/V")])
+        return None
     bound = 0.01 * kv
     if device == "cpu":
         _core.install_tracking_cpu_allocator()
-    loaded = ctx.model.load(golden.config, golden.weights)
+    loaded = model.load(golden.config, golden.weights)
     python_gc.collect()
     python_gc.freeze()  # the per-step collections below scan only what the steps create
     xs, ys = [], []
@@ -95,5 +104,4 @@ def memory_flatness(ctx, golden):
     s = slope(xs, ys)
     detail = (f"{steps} steps, slope over steps {warmup}..{steps - 1}; live bytes {ys[0]} -> {ys[-1]} "
               f"(range {max(ys) - min(ys)}); one step's shared K/V {kv} B (B={batch}, S={seq}, {dtype})")
-    return Outcome([Row("live bytes after each step", Status.PASS if s < bound else Status.FAIL,
-                        "slope_bytes_per_step", s, bound, detail=detail)])
+    return Flatness(s, bound, detail)

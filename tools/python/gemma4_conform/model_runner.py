@@ -161,9 +161,10 @@ def run_workers(args, tests: list, work: Path, progress) -> dict:
 
 
 def _failed(test: str, detail: str) -> dict:
-    category = test.split("/", 1)[0]
-    return {"rows": [{"test": test, "category": category, "case": "", "status": "fail", "metric": "", "value": 0,
-                      "bound": 0, "detail": detail}], "notes": [], "seconds": 0}
+    from .model_checks import Category, Row, Status
+
+    category = Category(test.split("/", 1)[0])
+    return {"rows": [Row("", Status.FAIL, detail=detail).to_dict(test, category)], "notes": [], "seconds": 0}
 
 
 def check_status(rows: list) -> str:

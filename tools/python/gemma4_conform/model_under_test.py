@@ -89,15 +89,16 @@ class ModelUnderTest:
             raise ModelError(f"the factory returned {type(module).__name__}, not a torch.nn.Module")
         return module
 
-    def load(self, config: dict, weights: dict, dtype: Optional[str] = None, layout: Optional[str] = None) -> Loaded:
-        """A fresh module with the golden's weights. `layout`: offer the weights in that layout
-        (default: the module's own); a module that refuses them raises ModelError."""
+    def load(self, config: dict, weights: dict, dtype: Optional[str] = None, other_layout: bool = False) -> Loaded:
+        """A fresh module with the golden's weights, in the module's own layout or, with
+        `other_layout`, in the other one; a module that refuses them raises ModelError (naming both)."""
         module = self.build(config, dtype)
         own = layout_of(module)
+        layout = next(name for name in LAYOUTS if name != own) if other_layout else own
         state = module.state_dict()
-        given = {checkpoint_key(n, layout or own): w for n, w in weights.items()}
+        given = {checkpoint_key(n, layout): w for n, w in weights.items()}
         for key, w in given.items():
-            if (layout is None or layout == own) and key in state and tuple(state[key].shape) != tuple(w.shape):
+            if not other_layout and key in state and tuple(state[key].shape) != tuple(w.shape):
                 raise ModelError(f"weight {key}: the module has shape {tuple(state[key].shape)}, the golden "
                                  f"{tuple(w.shape)}")
         try:
@@ -106,7 +107,9 @@ class ModelUnderTest:
             raise ModelError(f"load_state_dict refused the golden's weights: {one_line(e)}") from e
         if result.unexpected_keys:
             shown = ", ".join(result.unexpected_keys[:3])
-            raise ModelError(f"the module has no tensor for {len(result.unexpected_keys)} golden weights ({shown})")
+            where = f"state_dict is in the {own} layout; the {layout} layout is refused: " if other_layout else ""
+            raise ModelError(f"{where}the module has no tensor for {len(result.unexpected_keys)} golden weights "
+                             f"({shown})")
         # A tied LM head is the embedding itself: not left at initialisation.
         filled = {state[k].data_ptr() for k in given if k in state}
         left = sorted(k for k in result.missing_keys if state[k].data_ptr() not in filled)

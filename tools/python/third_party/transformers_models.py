@@ -18,8 +18,7 @@ than CUDA they raise gemma4_conform.NotSupported, and the report says so.
 from __future__ import annotations
 
 import torch
-
-DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+from gemma4_conform.model_under_test import DTYPES, NotSupported
 
 
 def _model(config: dict, dtype: str, device: str, attn: str) -> torch.nn.Module:
@@ -46,7 +45,6 @@ def _triton_device(device: str, what: str) -> None:
     # Triton's interpreter (TRITON_INTERPRET=1) is no way around it: torch.library.wrap_triton,
     # which axolotl's kernels go through, refuses interpreted kernels.
     if device != "cuda":
-        from gemma4_conform import NotSupported
         raise NotSupported(f"{what} runs Triton kernels, which need a CUDA device (device {device})")
 
 
