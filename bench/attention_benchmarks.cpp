@@ -1,16 +1,28 @@
-// sliding_attention and global_attention: one attention call at a geometry's sliding or global layer
-// shape (batch 1, causal, scale 1; sliding with the config's window; on K=V global layers the same
-// tensor is passed as k and v), timed for
+// sliding_attention, global_attention and causal_attention_sliding_shape: one attention call at a
+// geometry's layer shape (batch 1, causal, scale 1), timed for
 //  - every measured backend: its LayerOps::attention, q [B, S, Hq, D], k and v [B, Hkv, S, D] ->
 //    [B, S, Hq * D] (skipped as not supported where its capabilities exclude the device, dtype,
 //    head dim or window);
 //  - LibTorch's scaled_dot_product_attention with one SDPA backend enabled at a time (sdpa-flash,
 //    sdpa-efficient, sdpa-math, sdpa-cudnn), on q viewed as [B, Hq, S, D]. Sliding layers pass the
 //    band as an explicit additive [1, 1, S, S] mask (the reference's attention_mask, built outside
-//    the timed region); global layers pass is_causal. GQA goes through enable_gqa; when the SDPA
+//    the timed region); the causal ones pass is_causal. GQA goes through enable_gqa; when the SDPA
 //    backend refuses that, K and V are repeated to Hq heads (repeat_interleave, outside the timed
 //    region; gradients are then taken w.r.t. the repeated tensors). The label says which. A case
 //    the SDPA backend refuses either way is skipped with "not supported: " and SDPA's reasons.
+// The ops:
+//  - sliding_attention: the first sliding layer's heads and head dim, the config's window;
+//  - global_attention: the first global layer's, full causal;
+//  - causal_attention_sliding_shape: the sliding layer's heads and head dim (31B: 32 q heads,
+//    16 kv heads, D 256) with a full causal mask and no window (a global-type AttentionSpec). It is
+//    the sliding kernel's peer figure: SDPA takes a band only as an explicit mask, over which its
+//    kernels compute every S x S tile (the band's rate is poor for SDPA, not a fair rival), while
+//    its causal kernels (cuDNN's above all) skip the tiles above the diagonal; their TFLOP/s at the
+//    same S and head dim (FLOP model: attention_work with window 0) is the rate a sliding kernel's
+//    TFLOP/s is held against.
+// K and V are always two random tensors, also where the layer has attention_k_eq_v (31B global
+// layers): the peer libraries are measured on distinct K and V, and a kernel must not get its rate
+// from reading one tensor twice. Gradients (fwdbwd) are taken w.r.t. q, k and v.
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <c10/util/Exception.h>
@@ -35,9 +47,12 @@ constexpr int kWarmup = 3;
 
 struct AttentionOp {
   const char* name;
-  LayerType type;
+  LayerType shape;  // whose heads and head dim (layer_of_type)
+  LayerType mask;   // kSliding: causal with the config's window; kFull: causal, no window
 };
-constexpr AttentionOp kOps[] = {{"sliding_attention", LayerType::kSliding}, {"global_attention", LayerType::kFull}};
+constexpr AttentionOp kOps[] = {{"sliding_attention", LayerType::kSliding, LayerType::kSliding},
+                                {"causal_attention_sliding_shape", LayerType::kSliding, LayerType::kFull},
+                                {"global_attention", LayerType::kFull, LayerType::kFull}};
 
 struct SdpaKernel {
   const char* name;
@@ -50,16 +65,14 @@ constexpr SdpaKernel kSdpaKernels[] = {{"sdpa-flash", at::SDPBackend::flash_atte
 
 struct Shape {
   int64_t q_heads, kv_heads, head_dim;
-  int64_t window;  // 0 on global layers
-  bool k_eq_v;
+  int64_t window;  // 0: full causal
   AttentionSpec spec;
 };
 
-Shape shape_of(const Config& c, LayerType type) {
-  const LayerSpec& layer = layer_of_type(c, type);
-  return {c.num_attention_heads, layer.num_kv_heads,
-          layer.head_dim,        type == LayerType::kSliding ? c.sliding_window : 0,
-          layer.k_eq_v,          attention_spec(c, type, Tensor())};
+Shape shape_of(const Config& c, const AttentionOp& op) {
+  const LayerSpec& layer = layer_of_type(c, op.shape);
+  return {c.num_attention_heads, layer.num_kv_heads, layer.head_dim,
+          op.mask == LayerType::kSliding ? c.sliding_window : 0, attention_spec(c, op.mask, Tensor())};
 }
 
 AttentionFootprint footprint(const Shape& s, const Geometry& g, int64_t S, bool backward, bool dense_scores,
@@ -69,11 +82,10 @@ AttentionFootprint footprint(const Shape& s, const Geometry& g, int64_t S, bool 
 
 struct Inputs {
   Tensor q;                       // [1, S, Hq, D]
-  Tensor k, v;                    // [1, Hkv, S, D]; one tensor on K=V layers
+  Tensor k, v;                    // [1, Hkv, S, D]; distinct on K=V layers too
   Tensor upstream;                // the output's shape; backward only
   Tensor mask;                    // SDPA on sliding layers: additive [1, 1, S, S]
   Tensor k_repeated, v_repeated;  // SDPA backends without GQA: [1, Hq, S, D], made on demand
-  std::vector<Tensor> leaves() const { return v.is_same(k) ? std::vector<Tensor>{q, k} : std::vector<Tensor>{q, k, v}; }
 };
 
 Inputs make_inputs(const Geometry& g, const Shape& s, int64_t S, bool backward, bool sdpa) {
@@ -81,7 +93,7 @@ Inputs make_inputs(const Geometry& g, const Shape& s, int64_t S, bool backward, 
   Inputs in;
   in.q = at::randn({1, S, s.q_heads, s.head_dim}, opts).requires_grad_(backward);
   in.k = at::randn({1, s.kv_heads, S, s.head_dim}, opts).requires_grad_(backward);
-  in.v = s.k_eq_v ? in.k : at::randn({1, s.kv_heads, S, s.head_dim}, opts).requires_grad_(backward);
+  in.v = at::randn({1, s.kv_heads, S, s.head_dim}, opts).requires_grad_(backward);
   if (backward) {
     in.upstream =
         sdpa ? at::randn({1, s.q_heads, S, s.head_dim}, opts) : at::randn({1, S, s.q_heads * s.head_dim}, opts);
@@ -91,7 +103,7 @@ Inputs make_inputs(const Geometry& g, const Shape& s, int64_t S, bool backward, 
 }
 
 void register_backend_case(const impl::Backend& b, const Geometry& g, const AttentionOp& op, int64_t S, bool backward) {
-  const Shape s = shape_of(g.config, op.type);
+  const Shape s = shape_of(g.config, op);
   const std::string unsupported = b.capabilities.unsupported(g.device, g.dtype, s.head_dim, s.window);
   const std::string name = benchmark_name(op.name, b.name, g, S, backward);
   const Work work = attention_work(1, s.q_heads, s.head_dim, S, s.window, backward);
@@ -104,7 +116,7 @@ void register_backend_case(const impl::Backend& b, const Geometry& g, const Atte
               cached_case<Inputs>(name, g.device, bytes, [&] { return make_inputs(g, s, S, backward, false); });
           return op_step(backward,
                          [&b, &in, &s] { return std::vector<Tensor>{b.ops.attention(in.q, in.k, in.v, s.spec)}; },
-                         in.leaves(), {in.upstream});
+                         {in.q, in.k, in.v}, {in.upstream});
         });
       });
 }
@@ -164,7 +176,7 @@ std::string refusal(const std::function<void()>& step) {
 }
 
 void register_sdpa_case(const SdpaKernel& kernel, const Geometry& g, const AttentionOp& op, int64_t S, bool backward) {
-  const Shape s = shape_of(g.config, op.type);
+  const Shape s = shape_of(g.config, op);
   const std::string name = benchmark_name(op.name, kernel.name, g, S, backward);
   const Work work = attention_work(1, s.q_heads, s.head_dim, S, s.window, backward);
   const bool dense = kernel.backend == at::SDPBackend::math;
@@ -173,8 +185,6 @@ void register_sdpa_case(const SdpaKernel& kernel, const Geometry& g, const Atten
     run_benchmark(state, g.device, work, kWarmup, [&] {
       Inputs& in = cached_case<Inputs>(name, g.device, bytes, [&] { return make_inputs(g, s, S, backward, true); });
       auto step_with = [&](const Tensor& k, const Tensor& v, bool gqa) {
-        std::vector<Tensor> leaves{in.q, k};
-        if (!v.is_same(k)) leaves.push_back(v);
         return op_step(backward,
                        [&in, &kernel, &s, k, v, gqa] {
                          OnlySdpaBackend only(kernel.backend);
@@ -184,7 +194,7 @@ void register_sdpa_case(const SdpaKernel& kernel, const Geometry& g, const Atten
                              at::scaled_dot_product_attention(in.q.transpose(1, 2), k, v, mask, 0.0,
                                                               /*is_causal=*/s.window == 0, /*scale=*/1.0, gqa)};
                        },
-                       leaves, {in.upstream});
+                       {in.q, k, v}, {in.upstream});
       };
       const std::string masking = s.window > 0 ? "band mask" : "is_causal";
       const bool grouped = s.q_heads != s.kv_heads;
@@ -198,7 +208,7 @@ void register_sdpa_case(const SdpaKernel& kernel, const Geometry& g, const Atten
       if (!in.k_repeated.defined()) {
         const int64_t group = s.q_heads / s.kv_heads;
         in.k_repeated = in.k.detach().repeat_interleave(group, 1).requires_grad_(backward);
-        in.v_repeated = s.k_eq_v ? in.k_repeated : in.v.detach().repeat_interleave(group, 1).requires_grad_(backward);
+        in.v_repeated = in.v.detach().repeat_interleave(group, 1).requires_grad_(backward);
       }
       step = step_with(in.k_repeated, in.v_repeated, false);
       const std::string why_repeated = refusal(step);

@@ -10,7 +10,8 @@
 //   fwdbwd FLOP   = 3.5 * forward
 //   Head dim is the layer's (256 sliding, 512 global in the released models); the softmax and the
 //   masked-out tiles are not counted, so a kernel that computes a dense S x S product and masks
-//   it is not credited for the wasted work.
+//   it is not credited for the wasted work. causal_attention_sliding_shape (the sliding kernel's
+//   peer) is a full causal layer (w = S) at the sliding layer's Hq and D.
 //
 // Memory-bound ops (qk_norm_rope, geglu, rms_norm): the bytes an ideal fused kernel moves, at the
 // tensors' element size. With R = the differentiable inputs (raw q, k, v and the norm weights;

@@ -7,18 +7,28 @@
 #
 #   bench/gpu_bench.sh [FIGURE...]     FIGURE: build sliding global memory_bound layer_group
 #                                      (default: all of them, in that order)
-# Extra gemma4-bench flags can be passed in $BENCH_FLAGS (e.g. --benchmark_repetitions=5).
+# Each run reports the median of 5 repetitions (--benchmark_repetitions=5: enough for a median, and
+# half the time of gemma4-bench's default 10, which the sliding figure needs since it holds twice the
+# benchmarks, the dense-causal peers too). Extra gemma4-bench flags can be passed in $BENCH_FLAGS;
+# they come last and win, e.g. BENCH_FLAGS=--benchmark_repetitions=9.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source ci/gpu_env.sh
 
 # The filter of each figure (google-benchmark regexes over op/backend/device/geometry/S/dtype/direction);
-# each run measures the ceilings too, so every report holds its own 100% lines.
+# each run measures the ceilings too, so every report holds its own 100% lines. The sliding figure
+# holds its peer: dense causal attention at the sliding layer's shape (causal_attention_sliding_shape;
+# sdpa-cudnn's rate there is what the cuda sliding kernel is held against, summarize.py's ratio).
+# The backends: cuda, reference and the SDPA kernels, not the conformance variants (variant-*: nine
+# more backends, most running the reference's eager attention; they would more than double each run,
+# and their speed is no figure's question); $BENCH_BACKENDS (a regex alternation) replaces the list,
+# e.g. to add a plugin's name.
+B="(${BENCH_BACKENDS:-cuda|reference|sdpa-[a-z]+})"
 declare -A FILTER=(
-  [sliding]='sliding_attention/[^/]+/cuda/31b/(4096|8192|16384|32768)/bf16/'
-  [global]='global_attention/[^/]+/cuda/31b/(4096|8192|16384)/bf16/'
-  [memory_bound]='(qk_norm_rope_[a-z]+|geglu)/[^/]+/cuda/31b/[0-9]+/bf16/'
-  [layer_group]='layer_group/[^/]+/cuda/31b/[0-9]+/bf16/'
+  [sliding]="(sliding_attention|causal_attention_sliding_shape)/$B/cuda/31b/(4096|8192|16384|32768)/bf16/"
+  [global]="global_attention/$B/cuda/31b/(4096|8192|16384)/bf16/"
+  [memory_bound]="(qk_norm_rope_[a-z]+|geglu)/$B/cuda/31b/[0-9]+/bf16/"
+  [layer_group]="layer_group/$B/cuda/31b/[0-9]+/bf16/"
 )
 figures=("$@")
 [ ${#figures[@]} -eq 0 ] && figures=(build sliding global memory_bound layer_group)
@@ -32,7 +42,8 @@ for figure in "${figures[@]}"; do
   fi
   [ -n "${FILTER[$figure]:-}" ] || { echo "unknown figure '$figure'"; exit 2; }
   # shellcheck disable=SC2086
-  bench_run "bench_$figure" "^(ceiling/|${FILTER[$figure]})" --benchmark_min_time=0.2s ${BENCH_FLAGS:-}
+  bench_run "bench_$figure" "^(ceiling/|${FILTER[$figure]})" --benchmark_min_time=0.2s --benchmark_repetitions=5 \
+    ${BENCH_FLAGS:-}
   [ $run_code -eq 0 ] || status=1
   [ -f "$OUT/bench_$figure.json" ] && reports+=("$OUT/bench_$figure.json")
 done
