@@ -14,6 +14,7 @@ SAFETENSORS_VERSION=0.8.0
 NUMPY_VERSION=2.4.6
 PYTEST_VERSION=8.4.2               # the Python package's tests (tools/python/tests)
 SCIKIT_BUILD_CORE_VERSION=0.11.6   # builds the Python package (pyproject.toml)
+CUTLASS_VERSION=4.2.0.0            # nvidia-cutlass: the CuTe/CUTLASS headers of the Hopper kernels
 BUILD_DIR=${BUILD_DIR:-build}
 say() { echo "[build] $*"; }
 
@@ -99,18 +100,43 @@ cuda_options() {
   nvcc=$(command -v nvcc || true)
   [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
   if [ -n "$nvcc" ]; then
-    echo "-DCMAKE_CUDA_COMPILER=$nvcc -DGEMMA4_REQUIRE_CUDA=ON"
+    local include
+    include=$(cutlass_include) || return 1
+    echo "-DCMAKE_CUDA_COMPILER=$nvcc -DGEMMA4_REQUIRE_CUDA=ON -DCUTLASS_INCLUDE_DIR=$include"
   else
     say "no nvcc: the CUDA backend is not built" >&2
   fi
 }
 
+# The CuTe/CUTLASS headers (header-only; the Hopper kernels): $CUTLASS_INCLUDE_DIR where set (the
+# GPU host, ci/gpu_env.sh), else the nvidia-cutlass wheel in .venv, installed without its Python
+# dependencies (only the headers it carries are used).
+cutlass_include() {
+  if [ -n "${CUTLASS_INCLUDE_DIR:-}" ]; then
+    echo "$CUTLASS_INCLUDE_DIR"
+    return
+  fi
+  local python=.venv/bin/python
+  [ -x "$python" ] || { say "set CUTLASS_INCLUDE_DIR (no .venv to install nvidia-cutlass into)" >&2; return 1; }
+  if ! $python -c "import importlib.metadata as m, sys; sys.exit(m.version('nvidia-cutlass') != '$CUTLASS_VERSION')" 2>/dev/null; then
+    say "installing nvidia-cutlass==$CUTLASS_VERSION (headers only, --no-deps) from PyPI into .venv" >&2
+    $python -m pip install -q --no-deps "nvidia-cutlass==$CUTLASS_VERSION" >&2
+  fi
+  $python -c "import importlib.util, os; print(os.path.join(importlib.util.find_spec('cutlass_library').submodule_search_locations[0], 'source', 'include'))"
+}
+
 install_debian_packages
 prefix=$(torch_prefix)
 say "LibTorch CMake prefix: $prefix"
+options=$(cuda_options) || exit 1
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-  # shellcheck disable=SC2046
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" $(cuda_options) >/dev/null
+  # shellcheck disable=SC2086
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" $options >/dev/null
+elif [ -n "$options" ]; then
+  # an existing build directory gets today's CUDA options too (a checkout that predates the
+  # CUTLASS headers has none in its cache)
+  # shellcheck disable=SC2086
+  cmake -B "$BUILD_DIR" $options >/dev/null
 fi
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 say "built $BUILD_DIR/bin/gemma4-conform"

@@ -14,10 +14,20 @@ if [ -x /usr/bin/g++ ]; then
   export CC=/usr/bin/gcc CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
 fi
 
+# gpu_cutlass: CUTLASS_INCLUDE_DIR for ci/build.sh. The host has no network: the nvidia-cutlass
+# wheel (headers only are used) is carried in .whl/ (pip download nvidia-cutlass==4.2.0.0 --no-deps).
+gpu_cutlass() {
+  [ -n "${CUTLASS_INCLUDE_DIR:-}" ] && return 0
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/cutlass .whl/nvidia_cutlass-*.whl ||
+    { echo "no nvidia-cutlass wheel in .whl/ (carry it)"; return 1; }
+  export CUTLASS_INCLUDE_DIR=/tmp/cutlass/cutlass_library/source/include
+}
+
 # gpu_build: the GPU (name, memory, driver) into $OUT/gpu.txt, then ci/build.sh (log in
 # $OUT/build.log; its tail on failure). Returns ci/build.sh's status.
 gpu_build() {
   local t0=$SECONDS code
+  gpu_cutlass || return 1
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
   ci/build.sh > "$OUT/build.log" 2>&1
   code=$?

@@ -1,7 +1,10 @@
 // Fused attention forward (FlashAttention-2 style, scale 1): one CTA per block of query rows and
 // head, streaming the key/value tiles that intersect the band through double-buffered shared memory,
 // with an online softmax in fp32 (GEMMA4.md, Forward: attention uses scale 1 after the q/k norms).
+// Head dims 64 and 256 run on the Hopper kernel instead (hopper_attention_forward.cu); this one
+// serves 512 until that kernel covers it.
 #include "impl/cuda/attention_common.cuh"
+#include "impl/cuda/hopper_attention.h"
 
 namespace gemma4::impl::cuda {
 namespace {
@@ -31,8 +34,8 @@ __global__ void __launch_bounds__(ForwardConfig<D>::THREADS, 1) attention_forwar
   constexpr int PITCH = D + kPad, DS = C::DS, NT = C::NT, BC = C::BC, BR = C::BR;
   extern __shared__ __align__(16) unsigned char smem[];
   T* sq = reinterpret_cast<T*>(smem);
-  T* sk = sq + BR * PITCH;              // STAGES key tiles
-  T* sv = sk + STAGES * BC * PITCH;     // STAGES value tiles
+  T* sk = sq + BR * PITCH;           // STAGES key tiles
+  T* sv = sk + STAGES * BC * PITCH;  // STAGES value tiles
   float* scratch = reinterpret_cast<float*>(sv + STAGES * BC * PITCH);
 
   const AttentionShape& s = a.shape;
@@ -128,17 +131,23 @@ bool attention_head_dim_supported(int head_dim) { return head_dim == 64 || head_
 
 const char* launch_attention_forward(AttentionDtype dtype, const AttentionForwardArgs& args, cudaStream_t stream) {
   const AttentionShape& s = args.shape;
+  if (hopper::forward_supported(s.head_dim)) {
+    hopper::launch_forward(dtype, args, stream);
+    return cuda_status(nullptr);
+  }
   const bool built = dispatch(dtype, s.head_dim, [&](auto type_tag, auto dim_tag) {
     using T = decltype(type_tag);
     constexpr int D = decltype(dim_tag)::value;
-    using C = ForwardConfig<D>;
-    constexpr int stages = C::template stages<T>();
-    constexpr int bytes = C::template bytes<T>(stages);
-    static_assert(bytes <= kMaxSharedBytes, "forward tiles exceed shared memory");
-    auto kernel = attention_forward_kernel<T, D, stages>;
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    const dim3 grid((s.seq + C::BR - 1) / C::BR, s.q_heads, s.batch);
-    kernel<<<grid, C::THREADS, bytes, stream>>>(args);
+    if constexpr (D == 512) {  // the other head dims are the Hopper kernel's
+      using C = ForwardConfig<D>;
+      constexpr int stages = C::template stages<T>();
+      constexpr int bytes = C::template bytes<T>(stages);
+      static_assert(bytes <= kMaxSharedBytes, "forward tiles exceed shared memory");
+      auto kernel = attention_forward_kernel<T, D, stages>;
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      const dim3 grid((s.seq + C::BR - 1) / C::BR, s.q_heads, s.batch);
+      kernel<<<grid, C::THREADS, bytes, stream>>>(args);
+    }
   });
   return cuda_status(built ? nullptr : "attention forward: head dim not built (64, 256, 512)");
 }

@@ -1,0 +1,97 @@
+#pragma once
+// What the Hopper (sm_90a) attention kernels share: CuTe's element types, the warpgroup roles, one
+// wgmma call, and the two register re-layouts of a wgmma accumulator that the softmax needs.
+//
+// Terms. A warpgroup is 4 warps (128 threads) that issue one wgmma together. The accumulator of a
+// 64 x N wgmma gives each thread 2 rows (lane/4 and lane/4 + 8 of its warp's 16) and N/4 columns,
+// in pairs of adjacent columns every 8: CuTe's layout ((2 cols, 2 rows, N/8), MMA_M, MMA_N).
+#include <cute/tensor.hpp>
+// after cute/tensor.hpp, which they need
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/numeric_types.h>
+
+#include <cute/atom/copy_atom.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cutlass/pipeline/pipeline.hpp>
+
+#include "impl/cuda/attention_common.cuh"
+
+namespace gemma4::impl::cuda::hopper {
+
+using namespace cute;
+
+template <typename T>
+struct CuteElement;
+template <>
+struct CuteElement<__nv_bfloat16> {
+  using type = cutlass::bfloat16_t;
+};
+template <>
+struct CuteElement<__half> {
+  using type = cutlass::half_t;
+};
+
+// Warpgroup 0 produces (one thread issues every TMA load), the others consume (wgmma + softmax).
+// The producer gives its registers back (setmaxnreg) so that each consumer thread can hold a
+// 64 x 256 fp32 output block (128 registers) beside its scores: 24 * 128 + 240 * 256 = 64512 of
+// the SM's 65536 registers.
+constexpr int kWarpgroupThreads = 128;
+constexpr int kProducerRegisters = 24;
+constexpr int kConsumerRegisters = 240;
+
+// c (+)= a * b on one warpgroup (or a tiled MMA of several), waiting for the result. With A in
+// registers (the P V product), the fences stop the compiler from moving the writes of P past the
+// wgmma that reads them.
+template <bool kZeroInit, typename Mma, typename A, typename B, typename C>
+__device__ inline void wgmma(Mma& mma, const A& a, const B& b, C& c) {
+  constexpr bool kRegisterA = !std::is_same_v<typename A::iterator, GMMA::DescriptorIterator>;
+  if constexpr (kRegisterA) warpgroup_fence_operand(const_cast<A&>(a));
+  warpgroup_fence_operand(c);
+  warpgroup_arrive();
+  if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
+  CUTE_UNROLL
+  for (int k = 0; k < size<2>(a); ++k) {
+    cute::gemm(mma, a(_, _, k), b(_, _, k), c);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  warpgroup_wait<0>();
+  warpgroup_fence_operand(c);
+  if constexpr (kRegisterA) warpgroup_fence_operand(const_cast<A&>(a));
+}
+
+// The accumulator as (rows, columns): ((2 rows, MMA_M), (2 cols, N/8, MMA_N)).
+template <typename Layout>
+__device__ inline auto rows_by_columns(Layout l) {
+  return make_layout(make_layout(get<0, 1>(l), get<1>(l)), make_layout(get<0, 0>(l), get<0, 2>(l), get<2>(l)));
+}
+
+// The accumulator of S = Q K^T re-read as the register A operand of O += P V: a 64 x 16 slice of A
+// holds exactly the values a 64 x 16 slice of the accumulator holds, so no data moves, only the
+// layout: ((2, 2, N/8), MMA_M, MMA_N) -> ((2, 2, 2), MMA_M, (N/16, MMA_N)).
+template <typename Layout>
+__device__ inline auto as_a_operand(Layout l) {
+  auto v = logical_divide(get<0>(l), Shape<Underscore, Underscore, _2>{});
+  return make_layout(make_layout(get<0>(v), get<1>(v), get<2, 0>(v)), get<1>(l), make_layout(get<2, 1>(v), get<2>(l)));
+}
+
+// Max and sum over the 4 threads (a quad) that share an accumulator row.
+__device__ inline float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffff, x, 2));
+}
+__device__ inline float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffff, x, 1);
+  return x + __shfl_xor_sync(0xffffffff, x, 2);
+}
+
+// Two adjacent output values, rounded to the storage type.
+__device__ inline void store_pair(__nv_bfloat16* p, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
+}
+__device__ inline void store_pair(__half* p, float a, float b) {
+  *reinterpret_cast<__half2*>(p) = __floats2half2_rn(a, b);
+}
+
+}  // namespace gemma4::impl::cuda::hopper
