@@ -6,7 +6,9 @@
 #   bench    bench/gpu_bench.sh for the issue's figures (FIGURES, default all): sliding and global
 #            attention against every SDPA backend, q/k norm + RoPE and GeGLU against the copy
 #            ceiling, the six-layer group against the reference backend, each with the ceilings;
-#   ops      (not in all) the golden and op_sweep checks with one fused op at a time, to bisect.
+#   ops      (not in all) the golden and op_sweep checks with one fused op at a time, to bisect;
+#   quick    (not in all) one kernel iteration: the suite in bf16 and fp16, the attention kernels'
+#            resource use (cuobjdump), and attention at S = 8192 beside its peers (median of 3).
 # Tables, reports and JSON go to $OUT. shared/ must be copied into the checkout.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +31,18 @@ if [ "$STAGE" = ops ]; then  # one fused op at a time (GEMMA4_CUDA_OPS), on the 
       GEMMA4_CUDA_OPS=$op conform_run "only-$op-$dtype" 0 --backend cuda --dtype $dtype --filter '^(golden|op_sweep)/'
     done
   done
+fi
+
+if [ "$STAGE" = quick ]; then
+  RUN_TIMEOUT=${RUN_TIMEOUT:-240}
+  conform_run cuda-bf16 0 --backend cuda --dtype bf16
+  conform_run cuda-f16 0 --backend cuda --dtype f16
+  /usr/local/cuda/bin/cuobjdump -res-usage build/impl/cuda/libgemma4_cuda_kernels.a 2>/dev/null |
+    grep -A1 "hopper_forward_kernel" | grep -o "REG:[0-9]* STACK:[0-9]* SHARED:[0-9]*" | sort | uniq -c
+  bench_run quick-attention \
+    '^(ceiling/|(sliding_attention|global_attention|causal_attention_sliding_shape)/(cuda|sdpa-cudnn|sdpa-efficient)/cuda/31b/8192/bf16/)' \
+    --benchmark_min_time=0.2s --benchmark_repetitions=3
+  python3 bench/summarize.py "$OUT/quick-attention.json"
 fi
 
 if [ "$STAGE" = all ] || [ "$STAGE" = bench ]; then

@@ -34,20 +34,28 @@ struct CuteElement<__half> {
 
 // Warpgroup 0 produces (one thread issues every TMA load), the others consume (wgmma + softmax).
 // The producer gives its registers back (setmaxnreg) so that each consumer thread can hold a
-// 64 x 256 fp32 output block (128 registers) beside its scores: 24 * 128 + 240 * 256 = 64512 of
+// 64 x 256 fp32 output block (128 registers) beside its scores: 40 * 128 + 232 * 256 = 64512 of
 // the SM's 65536 registers.
 constexpr int kWarpgroupThreads = 128;
-constexpr int kProducerRegisters = 24;
-constexpr int kConsumerRegisters = 240;
+constexpr int kProducerRegisters = 40;
+constexpr int kConsumerRegisters = 232;
 
-// c (+)= a * b on one warpgroup (or a tiled MMA of several), waiting for the result. With A in
-// registers (the P V product), the fences stop the compiler from moving the writes of P past the
-// wgmma that reads them.
-template <bool kZeroInit, typename Mma, typename A, typename B, typename C>
-__device__ inline void wgmma(Mma& mma, const A& a, const B& b, C& c) {
-  constexpr bool kRegisterA = !std::is_same_v<typename A::iterator, GMMA::DescriptorIterator>;
-  if constexpr (kRegisterA) warpgroup_fence_operand(const_cast<A&>(a));
+// Fences a wgmma's operands: its accumulator c, and a when a is registers (not descriptors).
+template <typename A, typename C>
+__device__ inline void fence_operands(const A& a, C& c) {
+  if constexpr (!std::is_same_v<typename A::iterator, GMMA::DescriptorIterator>) {
+    warpgroup_fence_operand(const_cast<A&>(a));
+  }
   warpgroup_fence_operand(c);
+}
+
+// Issues c (+)= a * b on one warpgroup without waiting: the caller waits with warpgroup_wait<N>()
+// (N: how many issued products may still run) and then fences c (and a, when a is registers)
+// with fence_operands, so that the compiler neither reads c early nor reuses a's registers while
+// the product still reads them.
+template <bool kZeroInit, typename Mma, typename A, typename B, typename C>
+__device__ inline void wgmma_issue(Mma& mma, const A& a, const B& b, C& c) {
+  fence_operands(a, c);
   warpgroup_arrive();
   if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
   CUTE_UNROLL
@@ -56,9 +64,7 @@ __device__ inline void wgmma(Mma& mma, const A& a, const B& b, C& c) {
     mma.accumulate_ = GMMA::ScaleOut::One;
   }
   warpgroup_commit_batch();
-  warpgroup_wait<0>();
-  warpgroup_fence_operand(c);
-  if constexpr (kRegisterA) warpgroup_fence_operand(const_cast<A&>(a));
+  fence_operands(a, c);
 }
 
 // The accumulator as (rows, columns): ((2 rows, MMA_M), (2 cols, N/8, MMA_N)).
