@@ -19,11 +19,11 @@ source ci/gpu_env.sh
 # each run measures the ceilings too, so every report holds its own 100% lines. The sliding figure
 # holds its peer: dense causal attention at the sliding layer's shape (causal_attention_sliding_shape;
 # sdpa-cudnn's rate there is what the cuda sliding kernel is held against, summarize.py's ratio).
-# The backends: cuda, reference and the SDPA kernels, not the conformance variants (variant-*: nine
+# The backends: cuda, cuda-deterministic, reference and the SDPA kernels, not the conformance variants (variant-*: nine
 # more backends, most running the reference's eager attention; they would more than double each run,
 # and their speed is no figure's question); $BENCH_BACKENDS (a regex alternation) replaces the list,
 # e.g. to add a plugin's name.
-B="(${BENCH_BACKENDS:-cuda|reference|sdpa-[a-z]+})"
+B="(${BENCH_BACKENDS:-cuda|cuda-deterministic|reference|sdpa-[a-z]+})"
 declare -A FILTER=(
   [sliding]="(sliding_attention|causal_attention_sliding_shape)/$B/cuda/31b/(4096|8192|16384|32768)/bf16/"
   [global]="global_attention/$B/cuda/31b/(4096|8192|16384)/bf16/"

@@ -1,5 +1,5 @@
 // The in-tree backends, in the order `gemma4-conform backends` prints them: the reference, the
-// fused CUDA backend where it was built (a CUDA LibTorch and nvcc), then the legitimate variants,
+// fused CUDA backends where they were built (a CUDA LibTorch and nvcc), then the legitimate variants,
 // then the faulty ones.
 #include "impl/backend.h"
 #include "impl/faulty/faulty_backends.h"
@@ -27,7 +27,7 @@ const std::vector<Backend>& builtin_backends() {
   static const std::vector<Backend> backends = [] {
     std::vector<Backend> all{reference_backend()};
 #ifdef GEMMA4_CUDA_BACKEND
-    all.push_back(cuda_backend());
+    for (Backend& b : cuda_backends()) all.push_back(std::move(b));
 #endif
     for (Backend& b : variant_backends()) all.push_back(std::move(b));
     for (Backend& b : faulty_backends()) all.push_back(std::move(b));

@@ -1,5 +1,6 @@
-// Fused attention backward, in two kernels so that every gradient element is written by exactly
-// one warp (no atomics: bitwise deterministic, unlike FlashAttention-2's atomic dQ):
+// The warp-level (mma.sync) attention backward, kept for head dim 512 (the Hopper backward,
+// hopper_attention_backward.cu, takes 64 and 256). Two kernels, so that every gradient element is
+// written by exactly one warp (no atomics: bitwise deterministic):
 //   dkdv: one CTA per block of keys and kv head; loops over the query heads of its group and the
 //         query tiles inside the band: S^T = K Q^T, P^T = exp(S^T - lse), dP^T = V dO^T,
 //         dS^T = P^T (dP^T - delta), dV += P^T dO, dK += dS^T Q.
@@ -192,23 +193,27 @@ void launch(Kernel kernel, int bytes, dim3 grid, int threads, const AttentionBac
 
 }  // namespace
 
-const char* launch_attention_backward(AttentionDtype dtype, const AttentionBackwardArgs& args, cudaStream_t stream) {
+const char* launch_attention_backward_warp_mma(AttentionDtype dtype, const AttentionBackwardArgs& args,
+                                               cudaStream_t stream) {
   const AttentionShape& s = args.shape;
   const bool built = dispatch(dtype, s.head_dim, [&](auto type_tag, auto dim_tag) {
     using T = decltype(type_tag);
     constexpr int D = decltype(dim_tag)::value;
-    using KV = BackwardConfig<D, true>;
-    constexpr int kv_stages = KV::template stages<T>(), kv_bytes = KV::template bytes<T>(kv_stages);
-    static_assert(kv_bytes <= kMaxSharedBytes, "dkdv tiles exceed shared memory");
-    launch(attention_dkdv_kernel<T, D, kv_stages>, kv_bytes, dim3((s.seq + KV::BR - 1) / KV::BR, s.kv_heads, s.batch),
-           KV::THREADS, args, stream);
-    using Q = BackwardConfig<D, false>;
-    constexpr int q_stages = Q::template stages<T>(), q_bytes = Q::template bytes<T>(q_stages);
-    static_assert(q_bytes <= kMaxSharedBytes, "dq tiles exceed shared memory");
-    launch(attention_dq_kernel<T, D, q_stages>, q_bytes, dim3((s.seq + Q::BR - 1) / Q::BR, s.q_heads, s.batch),
-           Q::THREADS, args, stream);
+    if constexpr (D == 512) {
+      using KV = BackwardConfig<D, true>;
+      constexpr int kv_stages = KV::template stages<T>(), kv_bytes = KV::template bytes<T>(kv_stages);
+      static_assert(kv_bytes <= kMaxSharedBytes, "dkdv tiles exceed shared memory");
+      launch(attention_dkdv_kernel<T, D, kv_stages>, kv_bytes, dim3((s.seq + KV::BR - 1) / KV::BR, s.kv_heads, s.batch),
+             KV::THREADS, args, stream);
+      using Q = BackwardConfig<D, false>;
+      constexpr int q_stages = Q::template stages<T>(), q_bytes = Q::template bytes<T>(q_stages);
+      static_assert(q_bytes <= kMaxSharedBytes, "dq tiles exceed shared memory");
+      launch(attention_dq_kernel<T, D, q_stages>, q_bytes, dim3((s.seq + Q::BR - 1) / Q::BR, s.q_heads, s.batch),
+             Q::THREADS, args, stream);
+    }
   });
-  return cuda_status(built ? nullptr : "attention backward: head dim not built (64, 256, 512)");
+  return cuda_status(built && s.head_dim == 512 ? nullptr
+                                                : "warp-level attention backward: built for head dim 512 only");
 }
 
 }  // namespace gemma4::impl::cuda

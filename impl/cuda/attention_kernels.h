@@ -11,6 +11,7 @@
 // covers causal sliding (left w-1, right 0), causal full (left S), and the bidirectional variants.
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace gemma4::impl::cuda {
@@ -44,6 +45,10 @@ struct AttentionBackwardArgs {
   void* dq = nullptr;
   void* dk = nullptr;
   void* dv = nullptr;
+  // Deterministic: dQ's partial sums are added in a fixed order (bitwise-reproducible, slower);
+  // otherwise in the order the CTAs arrive (atomics).
+  bool deterministic = false;
+  void* workspace = nullptr;  // attention_backward_workspace_bytes(shape, deterministic) bytes, zeroed
 };
 
 // Head dims the kernels are built for; the op pads smaller head dims up to the next one.
@@ -51,7 +56,9 @@ bool attention_head_dim_supported(int head_dim);
 
 // Both return "" on success, else what went wrong (an unsupported shape or a CUDA error).
 const char* launch_attention_forward(AttentionDtype dtype, const AttentionForwardArgs& args, cudaStream_t stream);
-// dK and dV are written by one CTA each, dQ by another kernel: no atomics, so bitwise deterministic.
+// dK and dV are written by one CTA each; dQ is summed over the key blocks of the band, in fp32 in
+// the workspace (head dims 64 and 256) or by one warp per element (head dim 512).
+size_t attention_backward_workspace_bytes(const AttentionShape& shape, bool deterministic);
 const char* launch_attention_backward(AttentionDtype dtype, const AttentionBackwardArgs& args, cudaStream_t stream);
 
 }  // namespace gemma4::impl::cuda

@@ -7,7 +7,11 @@
 
 namespace gemma4::impl::cuda {
 
+// How the backward sums dQ over key blocks (attention_kernels.h): in arrival order (atomics, the
+// default), or in a fixed order, bitwise-reproducible.
+enum class DqOrder { kArrival, kFixed };
+
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              const AttentionSpec& spec);
+                              const AttentionSpec& spec, DqOrder dq_order);
 
 }  // namespace gemma4::impl::cuda

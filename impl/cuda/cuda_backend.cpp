@@ -10,19 +10,26 @@
 
 namespace gemma4::impl {
 
-Backend cuda_backend() {
+namespace {
+
+Backend cuda_backend(cuda::DqOrder dq_order) {
   Backend b;
-  b.name = "cuda";
+  const bool fixed = dq_order == cuda::DqOrder::kFixed;
+  b.name = fixed ? "cuda-deterministic" : "cuda";
   b.kind = BackendKind::kFused;
   b.description =
       "fused CUDA kernels for Hopper (sm_90): attention with tiles outside the window skipped (head dims up to 512), "
-      "q/k norm + RoPE, GeGLU";
+      "q/k norm + RoPE, GeGLU" +
+      std::string(fixed ? "; attention's dQ summed in key-block order (bitwise-reproducible, slower)"
+                        : "; attention's dQ summed with atomics in arrival order (not bitwise-reproducible)");
   b.capabilities.devices = {torch::kCUDA};
   b.capabilities.dtypes = {torch::kBFloat16, torch::kFloat16};
   // The kernels are built for head dims 64, 256 and 512; smaller ones are zero-padded up. These are
   // the head dims the suite exercises; others are reported not supported rather than guessed at.
   b.capabilities.head_dims = {8, 16, 32, 64, 128, 256, 512};
-  b.capabilities.deterministic = true;  // no atomics: every output element is written by one warp
+  // Every kernel writes each output element once, except the attention backward's dQ: a sum over
+  // key blocks, whose order decides its last bits.
+  b.capabilities.deterministic = fixed;
   b.ops = reference_layer_ops();
   // GEMMA4_CUDA_OPS=attention,qk_norm_rope,geglu (the default: all three) picks which fused ops
   // replace the reference's, to bisect a failure down to one kernel.
@@ -30,7 +37,10 @@ Backend cuda_backend() {
   std::istringstream chosen(env ? env : "attention,qk_norm_rope,geglu");
   for (std::string op; std::getline(chosen, op, ',');) {
     if (op == "attention") {
-      b.ops.attention = cuda::fused_attention;
+      b.ops.attention = [dq_order](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                   const AttentionSpec& spec) {
+        return cuda::fused_attention(q, k, v, spec, dq_order);
+      };
     } else if (op == "qk_norm_rope") {
       b.ops.qk_norm_rope = cuda::fused_qk_norm_rope;
     } else if (op == "geglu") {
@@ -40,6 +50,12 @@ Backend cuda_backend() {
     }
   }
   return b;
+}
+
+}  // namespace
+
+std::vector<Backend> cuda_backends() {
+  return {cuda_backend(cuda::DqOrder::kArrival), cuda_backend(cuda::DqOrder::kFixed)};
 }
 
 }  // namespace gemma4::impl

@@ -213,14 +213,12 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1) hopper_forward_kernel(cons
   const int warpgroup = threadIdx.x / kWarpgroupThreads;
   constexpr int kKProducer = 0, kVProducer = 32;  // the first thread of warps 0 and 1
 
-  typename Pipeline::Params params;
-  params.transaction_bytes = Tiles::kStageBytes;
-  params.role = warpgroup == 0 ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
-  params.num_consumers = Tiles::kThreads - kWarpgroupThreads;
-  params.is_leader = threadIdx.x == kKProducer;
-  Pipeline k_pipeline(smem.k_pipeline, params, Shape<_1, _1, _1>{});
-  params.is_leader = threadIdx.x == kVProducer;
-  Pipeline v_pipeline(smem.v_pipeline, params, Shape<_1, _1, _1>{});
+  Pipeline k_pipeline(smem.k_pipeline,
+                      pipeline_params<Pipeline>(Tiles::kStageBytes, Tiles::kThreads - kWarpgroupThreads, kKProducer),
+                      Shape<_1, _1, _1>{});
+  Pipeline v_pipeline(smem.v_pipeline,
+                      pipeline_params<Pipeline>(Tiles::kStageBytes, Tiles::kThreads - kWarpgroupThreads, kVProducer),
+                      Shape<_1, _1, _1>{});
   if (threadIdx.x == 0) cutlass::arch::ClusterTransactionBarrier::init(&smem.q_loaded, 1);
   __syncthreads();
 

@@ -40,6 +40,19 @@ constexpr int kWarpgroupThreads = 128;
 constexpr int kProducerRegisters = 40;
 constexpr int kConsumerRegisters = 232;
 
+// The parameters of a TMA pipeline (full/empty mbarriers per stage) whose producer is warpgroup 0
+// and whose consumers are every other thread; `leader` is the producer thread that issues the loads.
+template <typename Pipeline>
+__device__ inline typename Pipeline::Params pipeline_params(uint32_t transaction_bytes, int num_consumers, int leader) {
+  typename Pipeline::Params params;
+  params.transaction_bytes = transaction_bytes;
+  params.role =
+      threadIdx.x < kWarpgroupThreads ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+  params.num_consumers = num_consumers;
+  params.is_leader = threadIdx.x == leader;
+  return params;
+}
+
 // Fences a wgmma's operands: its accumulator c, and a when a is registers (not descriptors).
 template <typename A, typename C>
 __device__ inline void fence_operands(const A& a, C& c) {
