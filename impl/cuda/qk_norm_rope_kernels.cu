@@ -119,6 +119,23 @@ struct RopeRow {
   }
 };
 
+// Calls row(rope, at, valid) for every (token, head) row this lane takes part in: the lane's warp
+// takes one token at a time and all its heads, so the token's RoPE entries are loaded once for
+// them. The loops are uniform over the warp, as the shuffles in `row` need; `valid` says whether
+// the lane's row slot holds a head, to guard its memory accesses.
+template <typename T, int V, typename Row>
+__device__ inline void for_each_row(const RowShape& shape, const LanePlace& lane, const T* cos, const T* sin,
+                                    bool transposed, int chunks, const Row& row) {
+  const int64_t half = shape.head_dim / 2, tokens = num_tokens(shape);
+  for (int64_t token = lane.first; token < tokens; token += lane.stride) {
+    const RopeRow<T, V> rope(cos, sin, row_offsets(token, 0, shape, false).rope, half, lane, chunks);
+    for (int64_t head0 = 0; head0 < shape.heads; head0 += lane.rows_per_warp) {
+      const int64_t head = head0 + lane.slot;
+      row(rope, row_offsets(token, head, shape, transposed), head < shape.heads);
+    }
+  }
+}
+
 template <typename T, int V>
 __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape shape, NormRopeForwardArgs a) {
   constexpr int C = kChunks<V>;
@@ -127,66 +144,60 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
   const T* sin = static_cast<const T*>(a.sin);
   T* y = static_cast<T*>(a.y);
   T* y_unscaled = static_cast<T*>(a.y_unscaled);
-  const int64_t D = shape.head_dim, half = D / 2, tokens = num_tokens(shape);
+  const int64_t D = shape.head_dim, half = D / 2;
   const int chunks = static_cast<int>(half / V);
   const LanePlace lane(half);
 
-  // The loops are uniform over the warp, as the shuffles need; `valid` guards the memory accesses.
-  for (int64_t token = lane.first; token < tokens; token += lane.stride) {
-    const RopeRow<T, V> rope(cos, sin, row_offsets(token, 0, shape, false).rope, half, lane, chunks);
-    for (int64_t head0 = 0; head0 < shape.heads; head0 += lane.rows_per_warp) {
-      const int64_t head = head0 + lane.slot;
-      const bool valid = head < shape.heads;
-      const RowOffsets at = row_offsets(token, head, shape, a.transposed);
-      Pairs<V> lo, hi;
-      float sum_sq = 0.f;
+  auto row = [&](const RopeRow<T, V>& rope, const RowOffsets& at, bool valid) {
+    Pairs<V> lo, hi;
+    float sum_sq = 0.f;
 #pragma unroll
-      for (int i = 0; i < C; ++i) {
-        const int c = lane.sub + lane.lanes * i;
-        if (!valid || c >= chunks) continue;
-        load<T, V>(x + at.in + c * V, lo[i]);
-        load<T, V>(x + at.in + half + c * V, hi[i]);
+    for (int i = 0; i < C; ++i) {
+      const int c = lane.sub + lane.lanes * i;
+      if (!valid || c >= chunks) continue;
+      load<T, V>(x + at.in + c * V, lo[i]);
+      load<T, V>(x + at.in + half + c * V, hi[i]);
 #pragma unroll
-        for (int j = 0; j < V; ++j) sum_sq += lo[i][j] * lo[i][j] + hi[i][j] * hi[i][j];
-      }
-      const float rstd = rsqrtf(group_sum(sum_sq, lane.lanes) / static_cast<float>(D) + a.eps);
+      for (int j = 0; j < V; ++j) sum_sq += lo[i][j] * lo[i][j] + hi[i][j] * hi[i][j];
+    }
+    const float rstd = rsqrtf(group_sum(sum_sq, lane.lanes) / static_cast<float>(D) + a.eps);
 
 #pragma unroll
-      for (int i = 0; i < C; ++i) {
-        const int c = lane.sub + lane.lanes * i;
-        if (!valid || c >= chunks) continue;
-        const int64_t d = c * V;
-        float w_lo[V], w_hi[V];
-        load_weight<V>(a.weight, d, w_lo);
-        load_weight<V>(a.weight, half + d, w_hi);
+    for (int i = 0; i < C; ++i) {
+      const int c = lane.sub + lane.lanes * i;
+      if (!valid || c >= chunks) continue;
+      const int64_t d = c * V;
+      float w_lo[V], w_hi[V];
+      load_weight<V>(a.weight, d, w_lo);
+      load_weight<V>(a.weight, half + d, w_hi);
 #pragma unroll
-        for (int j = 0; j < V; ++j) {
-          lo[i][j] *= rstd;
-          hi[i][j] *= rstd;
-        }
-        if (y_unscaled) {
-          store<T, V>(y_unscaled + at.out + d, lo[i]);
-          store<T, V>(y_unscaled + at.out + half + d, hi[i]);
-        }
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          lo[i][j] *= w_lo[j];
-          hi[i][j] *= w_hi[j];
-        }
-        if (cos) {
-          // n*cos + rotate_half(n)*sin with rotate_half(n) = cat(-n[D/2:], n[:D/2]).
-#pragma unroll
-          for (int j = 0; j < V; ++j) {
-            const float l = lo[i][j], h = hi[i][j];
-            lo[i][j] = l * rope.cos_lo[i][j] - h * rope.sin_lo[i][j];
-            hi[i][j] = h * rope.cos_hi[i][j] + l * rope.sin_hi[i][j];
-          }
-        }
-        store<T, V>(y + at.out + d, lo[i]);
-        store<T, V>(y + at.out + half + d, hi[i]);
+      for (int j = 0; j < V; ++j) {
+        lo[i][j] *= rstd;
+        hi[i][j] *= rstd;
       }
+      if (y_unscaled) {
+        store<T, V>(y_unscaled + at.out + d, lo[i]);
+        store<T, V>(y_unscaled + at.out + half + d, hi[i]);
+      }
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        lo[i][j] *= w_lo[j];
+        hi[i][j] *= w_hi[j];
+      }
+      if (cos) {
+        // n*cos + rotate_half(n)*sin with rotate_half(n) = cat(-n[D/2:], n[:D/2]).
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float l = lo[i][j], h = hi[i][j];
+          lo[i][j] = l * rope.cos_lo[i][j] - h * rope.sin_lo[i][j];
+          hi[i][j] = h * rope.cos_hi[i][j] + l * rope.sin_hi[i][j];
+        }
+      }
+      store<T, V>(y + at.out + d, lo[i]);
+      store<T, V>(y + at.out + half + d, hi[i]);
     }
-  }
+  };
+  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, chunks, row);
 }
 
 // With xhat = x * rstd, n = xhat * w and y = rope(n):
@@ -203,81 +214,76 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_backward_kernel(RowShap
   const T* dy = static_cast<const T*>(a.dy);
   const T* dy_unscaled = static_cast<const T*>(a.dy_unscaled);
   T* dx = static_cast<T*>(a.dx);
-  const int64_t D = shape.head_dim, half = D / 2, tokens = num_tokens(shape);
+  const int64_t D = shape.head_dim, half = D / 2;
   const int chunks = static_cast<int>(half / V);
   const LanePlace lane(half);
 
   Pairs<V> dw_lo = {}, dw_hi = {};  // this lane's share of dw over its rows
-  for (int64_t token = lane.first; token < tokens; token += lane.stride) {
-    const RopeRow<T, V> rope(cos, sin, row_offsets(token, 0, shape, false).rope, half, lane, chunks);
-    for (int64_t head0 = 0; head0 < shape.heads; head0 += lane.rows_per_warp) {
-      const int64_t head = head0 + lane.slot;
-      const bool valid = head < shape.heads;
-      const RowOffsets at = row_offsets(token, head, shape, a.transposed);
-      // Everything that does not depend on rstd comes before the reduction: all loads overlap.
-      Pairs<V> lo, hi, g_lo, g_hi, u_lo = {}, u_hi = {};  // x; dn, then g; dy_unscaled
-      float sum_sq = 0.f;
+  auto row = [&](const RopeRow<T, V>& rope, const RowOffsets& at, bool valid) {
+    // Everything that does not depend on rstd comes before the reduction: all loads overlap.
+    Pairs<V> lo, hi, g_lo, g_hi, u_lo = {}, u_hi = {};  // x; dn, then g; dy_unscaled
+    float sum_sq = 0.f;
 #pragma unroll
-      for (int i = 0; i < C; ++i) {
-        const int c = lane.sub + lane.lanes * i;
-        if (!valid || c >= chunks) continue;
-        const int64_t d = c * V;
-        load<T, V>(x + at.in + d, lo[i]);
-        load<T, V>(x + at.in + half + d, hi[i]);
-        load<T, V>(dy + at.out + d, g_lo[i]);
-        load<T, V>(dy + at.out + half + d, g_hi[i]);
-        if (dy_unscaled) {
-          load<T, V>(dy_unscaled + at.out + d, u_lo[i]);
-          load<T, V>(dy_unscaled + at.out + half + d, u_hi[i]);
-        }
-        if (cos) {
-#pragma unroll
-          for (int j = 0; j < V; ++j) {
-            const float l = g_lo[i][j], h = g_hi[i][j];
-            g_lo[i][j] = l * rope.cos_lo[i][j] + h * rope.sin_hi[i][j];
-            g_hi[i][j] = h * rope.cos_hi[i][j] - l * rope.sin_lo[i][j];
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < V; ++j) sum_sq += lo[i][j] * lo[i][j] + hi[i][j] * hi[i][j];
+    for (int i = 0; i < C; ++i) {
+      const int c = lane.sub + lane.lanes * i;
+      if (!valid || c >= chunks) continue;
+      const int64_t d = c * V;
+      load<T, V>(x + at.in + d, lo[i]);
+      load<T, V>(x + at.in + half + d, hi[i]);
+      load<T, V>(dy + at.out + d, g_lo[i]);
+      load<T, V>(dy + at.out + half + d, g_hi[i]);
+      if (dy_unscaled) {
+        load<T, V>(dy_unscaled + at.out + d, u_lo[i]);
+        load<T, V>(dy_unscaled + at.out + half + d, u_hi[i]);
       }
-      const float rstd = rsqrtf(group_sum(sum_sq, lane.lanes) / static_cast<float>(D) + a.eps);
-
-      float dot = 0.f;  // sum of g * xhat over the lane's share of the row
-#pragma unroll
-      for (int i = 0; i < C; ++i) {
-        const int c = lane.sub + lane.lanes * i;
-        if (!valid || c >= chunks) continue;
-        float w_lo[V], w_hi[V];
-        load_weight<V>(a.weight, c * V, w_lo);
-        load_weight<V>(a.weight, half + c * V, w_hi);
+      if (cos) {
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          lo[i][j] *= rstd;
-          hi[i][j] *= rstd;
-          dw_lo[i][j] += g_lo[i][j] * lo[i][j];
-          dw_hi[i][j] += g_hi[i][j] * hi[i][j];
-          g_lo[i][j] = g_lo[i][j] * w_lo[j] + u_lo[i][j];
-          g_hi[i][j] = g_hi[i][j] * w_hi[j] + u_hi[i][j];
-          dot += g_lo[i][j] * lo[i][j] + g_hi[i][j] * hi[i][j];
+          const float l = g_lo[i][j], h = g_hi[i][j];
+          g_lo[i][j] = l * rope.cos_lo[i][j] + h * rope.sin_hi[i][j];
+          g_hi[i][j] = h * rope.cos_hi[i][j] - l * rope.sin_lo[i][j];
         }
       }
-      const float mean_dot = group_sum(dot, lane.lanes) / static_cast<float>(D);
+#pragma unroll
+      for (int j = 0; j < V; ++j) sum_sq += lo[i][j] * lo[i][j] + hi[i][j] * hi[i][j];
+    }
+    const float rstd = rsqrtf(group_sum(sum_sq, lane.lanes) / static_cast<float>(D) + a.eps);
 
+    float dot = 0.f;  // sum of g * xhat over the lane's share of the row
 #pragma unroll
-      for (int i = 0; i < C; ++i) {
-        const int c = lane.sub + lane.lanes * i;
-        if (!valid || c >= chunks) continue;
+    for (int i = 0; i < C; ++i) {
+      const int c = lane.sub + lane.lanes * i;
+      if (!valid || c >= chunks) continue;
+      float w_lo[V], w_hi[V];
+      load_weight<V>(a.weight, c * V, w_lo);
+      load_weight<V>(a.weight, half + c * V, w_hi);
 #pragma unroll
-        for (int j = 0; j < V; ++j) {
-          g_lo[i][j] = rstd * (g_lo[i][j] - lo[i][j] * mean_dot);
-          g_hi[i][j] = rstd * (g_hi[i][j] - hi[i][j] * mean_dot);
-        }
-        store<T, V>(dx + at.in + c * V, g_lo[i]);
-        store<T, V>(dx + at.in + half + c * V, g_hi[i]);
+      for (int j = 0; j < V; ++j) {
+        lo[i][j] *= rstd;
+        hi[i][j] *= rstd;
+        dw_lo[i][j] += g_lo[i][j] * lo[i][j];
+        dw_hi[i][j] += g_hi[i][j] * hi[i][j];
+        g_lo[i][j] = g_lo[i][j] * w_lo[j] + u_lo[i][j];
+        g_hi[i][j] = g_hi[i][j] * w_hi[j] + u_hi[i][j];
+        dot += g_lo[i][j] * lo[i][j] + g_hi[i][j] * hi[i][j];
       }
     }
-  }
+    const float mean_dot = group_sum(dot, lane.lanes) / static_cast<float>(D);
+
+#pragma unroll
+    for (int i = 0; i < C; ++i) {
+      const int c = lane.sub + lane.lanes * i;
+      if (!valid || c >= chunks) continue;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        g_lo[i][j] = rstd * (g_lo[i][j] - lo[i][j] * mean_dot);
+        g_hi[i][j] = rstd * (g_hi[i][j] - hi[i][j] * mean_dot);
+      }
+      store<T, V>(dx + at.in + c * V, g_lo[i]);
+      store<T, V>(dx + at.in + half + c * V, g_hi[i]);
+    }
+  };
+  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, chunks, row);
 
   if (!a.dweight_partial) return;
   // dw summed in a fixed order: over the warp's row slots (shuffles), then over the block's warps
