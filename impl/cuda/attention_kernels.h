@@ -30,7 +30,8 @@ struct AttentionForwardArgs {
   const void* v = nullptr;
   const int32_t* key_valid = nullptr;
   void* o = nullptr;
-  float* lse = nullptr;  // log-sum-exp of each query row; +inf for a row that sees no key (its o is 0)
+  float* lse = nullptr;             // log-sum-exp of each query row; +inf for a row that sees no key (its o is 0)
+  int32_t* tile_counter = nullptr;  // one int, zero on entry: the persistent forward's work queue
 };
 
 struct AttentionBackwardArgs {

@@ -76,6 +76,8 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     args.key_valid = valid_ptr(key_valid);
     args.o = o.data_ptr();
     args.lse = lse.data_ptr<float>();
+    const torch::Tensor tile_counter = at::zeros({1}, q.options().dtype(torch::kInt32));
+    args.tile_counter = tile_counter.data_ptr<int32_t>();
     check_launch(launch_attention_forward(kernel_dtype(q.scalar_type()), args, at::cuda::getCurrentCUDAStream()));
     ctx->save_for_backward({q, k, v, key_valid, o, lse});
     ctx->saved_data["left"] = left;

@@ -1,7 +1,13 @@
 // Attention forward on Hopper's own instructions (sm_90a): TMA loads, wgmma, a producer warpgroup
 // and two consumer warpgroups (FlashAttention-3's organisation, written for this project's layouts
-// and band mask; scale 1, GEMMA4.md). One CTA per block of query rows of one head
-// (hopper_forward_tiles.cuh has the shapes and how the consumers split the work):
+// and band mask; scale 1, GEMMA4.md). Persistent: one CTA per SM takes work tiles (a block of query
+// rows of one head; hopper_forward_tiles.cuh has the shapes and how the consumers split the work)
+// from a global counter until none is left, so that
+//  - the next tile's Q and first K/V tiles load while the consumers finish this one's last P V and
+//    write its output, instead of the SM idling between one CTA's exit and the next one's loads;
+//  - tiles of unequal length (a causal mask) still balance: a CTA that finishes early takes more.
+// The producer thread that loads Q takes the next tile's index from the counter and writes it to
+// shared memory before Q's load completes the q_loaded barrier, so the index rides with Q.
 //   producer  (warpgroup 0): one thread loads Q and the K tiles that intersect the band, another
 //             the V tiles, each through its own pipeline of full/empty mbarriers;
 //   consumers (warpgroups 1 and 2): S = Q K^T (wgmma, both operands in shared memory), a mask on
@@ -19,25 +25,41 @@ struct ForwardParams {
   AttentionForwardArgs args;
   TmaQ tma_q;
   TmaKV tma_k, tma_v;
+  int query_blocks;  // of kBlockM rows; the work tiles are query_blocks x q_heads x batch
+  int tile_count;
 };
+
+// One work tile: a block of query rows of one head of one batch row.
+struct WorkTile {
+  int block, head, batch;
+};
+// Tile t of the work queue. Query blocks vary fastest, so the CTAs that run at the same time read
+// neighbouring (mostly the same) K/V tiles from L2; they are taken last block first, so that under
+// a causal mask the longest rows start first and the short ones fill the tail.
+__device__ inline WorkTile work_tile(int t, int query_blocks, int q_heads) {
+  const int block = query_blocks - 1 - t % query_blocks;
+  t /= query_blocks;
+  return {block, t % q_heads, t / q_heads};
+}
 
 // Named barrier (beyond CUTLASS's reserved ones) of the D split's score exchange.
 constexpr uint32_t kExchangeBarrier = 0;
 
 // One producer thread: Q (if `with_q`), then a K or V tile per band tile, every half of D on the
 // stage's barrier.
+// `stage` carries on from one work tile to the next.
 template <typename Tiles, typename Tma, typename Storage>
-__device__ void produce(const Tma& tma, Storage& smem_tile, typename Tiles::Pipeline& pipeline, int head,
-                        const AttentionShape& s, TileRange tiles) {
+__device__ void produce(const Tma& tma, Storage& smem_tile, typename Tiles::Pipeline& pipeline,
+                        typename Tiles::Pipeline::PipelineState& stage, int head, int batch, const AttentionShape& s,
+                        TileRange tiles) {
   constexpr int N = Tiles::kBlockN, Dh = Tiles::kDh;
   Tensor sT = make_tensor(make_smem_ptr(smem_tile.data()), typename Tiles::SmemLayoutKV{});
   Tensor mT = tma.get_tma_tensor(key_shape<Tiles>(s));
-  auto stage = cutlass::make_producer_start_state<typename Tiles::Pipeline>();
   for (int n = tiles.first; n <= tiles.last; ++n, ++stage) {
     pipeline.producer_acquire(stage);
     CUTE_UNROLL
     for (int half = 0; half < Tiles::kHalves; ++half) {
-      Tensor gT = local_tile(mT(_, _, half, head, blockIdx.z), Shape<Int<N>, Int<Dh>>{}, make_coord(_, _0{}));
+      Tensor gT = local_tile(mT(_, _, half, head, batch), Shape<Int<N>, Int<Dh>>{}, make_coord(_, _0{}));
       auto [tg, ts] = tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sT), group_modes<0, 2>(gT));
       copy(tma.with(*pipeline.producer_get_barrier(stage)), tg(_, n), ts(_, stage.index() * Tiles::kHalves + half));
     }
@@ -45,7 +67,7 @@ __device__ void produce(const Tma& tma, Storage& smem_tile, typename Tiles::Pipe
 }
 
 template <typename Tiles, typename Params>
-__device__ void produce_q(const Params& p, typename Tiles::SharedStorage& smem) {
+__device__ void produce_q(const Params& p, typename Tiles::SharedStorage& smem, WorkTile w) {
   constexpr int M = Tiles::kBlockM, Dh = Tiles::kDh;
   const AttentionShape& s = p.args.shape;
   Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Tiles::SmemLayoutQ{});
@@ -53,25 +75,26 @@ __device__ void produce_q(const Params& p, typename Tiles::SharedStorage& smem) 
   cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&smem.q_loaded, Tiles::kQBytes);
   CUTE_UNROLL
   for (int half = 0; half < Tiles::kHalves; ++half) {
-    Tensor gQ =
-        local_tile(mQ(_, _, half, blockIdx.y, blockIdx.z), Shape<Int<M>, Int<Dh>>{}, make_coord(blockIdx.x, _0{}));
+    Tensor gQ = local_tile(mQ(_, _, half, w.head, w.batch), Shape<Int<M>, Int<Dh>>{}, make_coord(w.block, _0{}));
     auto [tg, ts] = tma_partition(p.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
     copy(p.tma_q.with(smem.q_loaded), tg, ts(_, half));
   }
 }
 
+// One work tile, whose Q has landed. `stage` carries on from one work tile to the next.
 template <typename Tiles, typename Params>
 __device__ void consume(const Params& p, typename Tiles::SharedStorage& smem, typename Tiles::Pipeline& k_pipeline,
-                        typename Tiles::Pipeline& v_pipeline, TileRange tiles) {
+                        typename Tiles::Pipeline& v_pipeline, typename Tiles::Pipeline::PipelineState& stage,
+                        WorkTile w, TileRange tiles) {
   constexpr int N = Tiles::kBlockN, Dh = Tiles::kDh, kHalves = Tiles::kHalves;
   using Element = typename Tiles::Element;
   using T = std::conditional_t<std::is_same_v<Element, cutlass::bfloat16_t>, __nv_bfloat16, __half>;
   const AttentionShape& s = p.args.shape;
-  const int h = blockIdx.y, b = blockIdx.z, consumer = threadIdx.x / kWarpgroupThreads - 1;
+  const int h = w.head, b = w.batch, consumer = threadIdx.x / kWarpgroupThreads - 1;
   const int thread = threadIdx.x % kWarpgroupThreads;
   // This warpgroup's share: the row split takes rows 64 * consumer.., the D split columns Dh * consumer..
   const int half = kHalves == 2 ? consumer : 0;
-  const int q0 = blockIdx.x * Tiles::kBlockM + (kHalves == 2 ? 0 : 64 * consumer);
+  const int q0 = w.block * Tiles::kBlockM + (kHalves == 2 ? 0 : 64 * consumer);
   const int32_t* valid = p.args.key_valid ? p.args.key_valid + int64_t(b) * s.seq : nullptr;
 
   Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Tiles::SmemLayoutQ{});
@@ -150,8 +173,7 @@ __device__ void consume(const Params& p, typename Tiles::SharedStorage& smem, ty
   };
   auto slot = [&](const auto& stage) { return stage.index() * kHalves + half; };
 
-  cutlass::arch::ClusterBarrier::wait(&smem.q_loaded, 0);
-  typename Tiles::Pipeline::PipelineState stage;  // of the tile whose P V is next
+  // `stage`: of the tile whose P V is next.
   k_pipeline.consumer_wait(stage);
   wgmma_issue<true>(mma_s, tSrQ, tSrK(_, _, _, slot(stage)), tSrS);
   warpgroup_wait<0>();
@@ -176,16 +198,21 @@ __device__ void consume(const Params& p, typename Tiles::SharedStorage& smem, ty
     fence_operands(tOrP, tOrO);
     v_pipeline.consumer_release(stage);
     CUTE_UNROLL
-    for (int r = 0; r < R; ++r) CUTE_UNROLL
-    for (int c = 0; c < size<1>(O); ++c) O(r, c) *= rescale[r];
+    for (int r = 0; r < R; ++r) {
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(O); ++c) O(r, c) *= rescale[r];
+    }
     to_p();
     stage = next;
   }
+  // Every S of this work tile is done: the producer may load the next one's Q.
+  cutlass::arch::ClusterBarrier::arrive(&smem.q_free);
   v_pipeline.consumer_wait(stage);
   wgmma_issue<false>(mma_o, tOrP, tOrV(_, _, _, slot(stage)), tOrO);
   warpgroup_wait<0>();
   fence_operands(tOrP, tOrO);
   v_pipeline.consumer_release(stage);
+  ++stage;
 
   // O / l, and lse = m + log l; a row that sees no key at all gets o = 0 and lse = +inf (the
   // backward's exp(s - lse) is then 0: a finite don't-care row, golden/FORMAT.md).
@@ -219,24 +246,53 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1) hopper_forward_kernel(cons
   Pipeline v_pipeline(smem.v_pipeline,
                       pipeline_params<Pipeline>(Tiles::kStageBytes, Tiles::kThreads - kWarpgroupThreads, kVProducer),
                       Shape<_1, _1, _1>{});
-  if (threadIdx.x == 0) cutlass::arch::ClusterTransactionBarrier::init(&smem.q_loaded, 1);
+  if (threadIdx.x == 0) {
+    cutlass::arch::ClusterTransactionBarrier::init(&smem.q_loaded, 1);
+    cutlass::arch::ClusterBarrier::init(&smem.q_free, Tiles::kThreads - kWarpgroupThreads);
+  }
   __syncthreads();
 
   const AttentionShape& s = p.args.shape;
-  const TileRange tiles = band_tiles(s, blockIdx.x * Tiles::kBlockM, Tiles::kBlockM, Tiles::kBlockN,
-                                     /*rows_are_queries=*/true);
-  const int kv_head = blockIdx.y / (s.q_heads / s.kv_heads);
+  auto band = [&](WorkTile w) {
+    return band_tiles(s, w.block * Tiles::kBlockM, Tiles::kBlockM, Tiles::kBlockN, /*rows_are_queries=*/true);
+  };
+  // The tile index of q_loaded's phase `phase` (-1: the queue is empty).
+  auto wait_tile = [&](int phase) {
+    cutlass::arch::ClusterBarrier::wait(&smem.q_loaded, phase);
+    const int t = smem.tile_index[phase];
+    return t < p.tile_count ? t : -1;
+  };
+  typename Pipeline::PipelineState stage;  // the producers' start state differs (empty slots are free)
   if (warpgroup == 0) {
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
+    stage = cutlass::make_producer_start_state<Pipeline>();
     if (threadIdx.x == kKProducer) {
-      produce_q<Tiles>(p, smem);
-      produce<Tiles>(p.tma_k, smem.k, k_pipeline, kv_head, s, tiles);
+      // The first tile is the CTA's own; the next comes from the counter once the consumers are done
+      // with this one's Q (without a counter, every gridDim.x-th tile).
+      for (int phase = 0, t = blockIdx.x;; phase ^= 1) {
+        smem.tile_index[phase] = t;
+        if (t >= p.tile_count) {  // no more work: complete the phase without a load
+          cutlass::arch::ClusterBarrier::arrive(&smem.q_loaded);
+          break;
+        }
+        const WorkTile w = work_tile(t, p.query_blocks, s.q_heads);
+        produce_q<Tiles>(p, smem, w);
+        produce<Tiles>(p.tma_k, smem.k, k_pipeline, stage, w.head / (s.q_heads / s.kv_heads), w.batch, s, band(w));
+        cutlass::arch::ClusterBarrier::wait(&smem.q_free, phase);
+        t = p.args.tile_counter ? gridDim.x + atomicAdd(p.args.tile_counter, 1) : t + gridDim.x;
+      }
     } else if (threadIdx.x == kVProducer) {
-      produce<Tiles>(p.tma_v, smem.v, v_pipeline, kv_head, s, tiles);
+      for (int phase = 0, t; (t = wait_tile(phase)) >= 0; phase ^= 1) {
+        const WorkTile w = work_tile(t, p.query_blocks, s.q_heads);
+        produce<Tiles>(p.tma_v, smem.v, v_pipeline, stage, w.head / (s.q_heads / s.kv_heads), w.batch, s, band(w));
+      }
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<kConsumerRegisters>();
-    consume<Tiles>(p, smem, k_pipeline, v_pipeline, tiles);
+    for (int phase = 0, t; (t = wait_tile(phase)) >= 0; phase ^= 1) {
+      const WorkTile w = work_tile(t, p.query_blocks, s.q_heads);
+      consume<Tiles>(p, smem, k_pipeline, v_pipeline, stage, w, band(w));
+    }
   }
 }
 
@@ -249,13 +305,18 @@ void launch(const AttentionForwardArgs& a, cudaStream_t stream) {
   auto tma_k = make_tma_copy(SM90_TMA_LOAD{}, key_tensor<Tiles>(a.k, s), kv_tile);
   auto tma_v = make_tma_copy(SM90_TMA_LOAD{}, key_tensor<Tiles>(a.v, s), kv_tile);
   using Params = ForwardParams<decltype(tma_q), decltype(tma_k)>;
-  const Params params{a, tma_q, tma_k, tma_v};
+  const int query_blocks = (s.seq + Tiles::kBlockM - 1) / Tiles::kBlockM;
+  const int tile_count = query_blocks * s.q_heads * s.batch;  // fits: launch_attention_forward checks
+  const Params params{a, tma_q, tma_k, tma_v, query_blocks, tile_count};
   constexpr int bytes = int(sizeof(typename Tiles::SharedStorage));
   static_assert(bytes <= kMaxSharedBytes, "forward tiles exceed shared memory");
   auto kernel = hopper_forward_kernel<Tiles, Params>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  const dim3 grid((s.seq + Tiles::kBlockM - 1) / Tiles::kBlockM, s.q_heads, s.batch);
-  kernel<<<grid, Tiles::kThreads, bytes, stream>>>(params);
+  // One CTA per SM (the shared memory allows no second), or fewer when there are fewer tiles.
+  int device = 0, sms = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  kernel<<<std::min(tile_count, sms), Tiles::kThreads, bytes, stream>>>(params);
 }
 
 }  // namespace
@@ -267,6 +328,10 @@ namespace gemma4::impl::cuda {
 bool attention_head_dim_supported(int head_dim) { return head_dim == 64 || head_dim == 256 || head_dim == 512; }
 
 const char* launch_attention_forward(AttentionDtype dtype, const AttentionForwardArgs& args, cudaStream_t stream) {
+  // The work tiles (64 or more query rows each) are counted in an int, with room for the counter's overshoot.
+  const AttentionShape& s = args.shape;
+  if ((int64_t(s.seq) + 63) / 64 * s.q_heads * s.batch > INT32_MAX / 2)
+    return "attention forward: too many query tiles";
   const bool built = dispatch(dtype, args.shape.head_dim, [&](auto type_tag, auto dim_tag) {
     hopper::launch<decltype(type_tag), decltype(dim_tag)::value>(args, stream);
   });

@@ -58,7 +58,9 @@ struct ForwardTiles {
     array_aligned<Element, cosize_v<SmemLayoutKV>, 1024> v;
     array_aligned<float, kExchangeFloats, 16> partial_scores;  // the D split's exchange, one block a side
     typename Pipeline::SharedStorage k_pipeline, v_pipeline;
-    uint64_t q_loaded;  // an mbarrier: the Q tile has landed
+    uint64_t q_loaded;  // an mbarrier: the Q tile has landed (and tile_index is written)
+    uint64_t q_free;    // an mbarrier: the consumers are done with the Q tile
+    int tile_index[2];  // the work tile whose Q is loading, by q_loaded's phase parity
   };
   static constexpr int kStageBytes = kBlockN * D * int(sizeof(Element));  // one K (V) stage, every half
   static constexpr int kQBytes = kBlockM * D * int(sizeof(Element));
