@@ -131,7 +131,7 @@ __device__ void consume(const Params& p, typename Tiles::SharedStorage& smem, ty
   constexpr int M = Tiles::kBlockM, N = Tiles::kBlockN, Dh = Tiles::kDh, D = Tiles::D;
   constexpr int kChunksEach = Tiles::kDqChunks / 2;
   using Element = typename Tiles::Element;
-  using T = std::conditional_t<std::is_same_v<Element, cutlass::bfloat16_t>, __nv_bfloat16, __half>;
+  using T = CudaElement<Element>;
   const AttentionShape& s = p.args.shape;
   const int b = blockIdx.z, k0 = key_block() * N;
   const int consumer = threadIdx.x / kWarpgroupThreads - 1, thread = threadIdx.x % kWarpgroupThreads;

@@ -88,7 +88,7 @@ __device__ void consume(const Params& p, typename Tiles::SharedStorage& smem, ty
                         WorkTile w, TileRange tiles) {
   constexpr int N = Tiles::kBlockN, Dh = Tiles::kDh, kHalves = Tiles::kHalves;
   using Element = typename Tiles::Element;
-  using T = std::conditional_t<std::is_same_v<Element, cutlass::bfloat16_t>, __nv_bfloat16, __half>;
+  using T = CudaElement<Element>;
   const AttentionShape& s = p.args.shape;
   const int h = w.head, b = w.batch, consumer = threadIdx.x / kWarpgroupThreads - 1;
   const int thread = threadIdx.x % kWarpgroupThreads;

@@ -31,6 +31,9 @@ template <>
 struct CuteElement<__half> {
   using type = cutlass::half_t;
 };
+// And back: the CUDA type of a CuTe element, which the output stores write.
+template <typename Element>
+using CudaElement = std::conditional_t<std::is_same_v<Element, cutlass::bfloat16_t>, __nv_bfloat16, __half>;
 
 // Warpgroup 0 produces (one thread issues every TMA load), the others consume (wgmma + softmax).
 // The producer gives its registers back (setmaxnreg) so that each consumer thread can hold a
