@@ -20,7 +20,7 @@ AttentionOutputs attention(const Config& c, int l, const AttentionWeights& w, co
                            const LayerOps& ops) {
   const LayerSpec& spec = c.layers[l];
   const int64_t B = x.size(0), S = x.size(1), D = spec.head_dim;
-  const RopeTable rope{in.rope_cos, in.rope_sin};
+  const RopeTable rope{in.rope_cos, in.rope_sin, in.rope_positions};
 
   const Tensor q_raw = at::linear(x, w.q_proj).view({B, S, -1, D});
   Tensor q, k, v;
@@ -39,7 +39,13 @@ AttentionOutputs attention(const Config& c, int l, const AttentionWeights& w, co
     k = qkv.k;
     v = qkv.v;
   }
-  const Tensor out = ops.attention(q, k, v, attention_spec(c, spec.type, in.padding));
+  Tensor out;
+  if (in.cache) {  // decoding: the step's K/V join the cache, the queries attend to all of it
+    if (!spec.kv_shared) in.cache_ops->update(*in.cache, k, v, in.decode.start);
+    out = in.cache_ops->attention(q, *in.cache, in.decode);
+  } else {
+    out = ops.attention(q, k, v, attention_spec(c, spec.type, in.padding));
+  }
   return {at::linear(out, w.o_proj), k, v};
 }
 

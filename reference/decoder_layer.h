@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "reference/config.h"
+#include "reference/kv_cache.h"
 #include "reference/layer_ops.h"
 #include "reference/weights.h"
 
@@ -15,8 +16,16 @@ struct LayerInputs {
   torch::Tensor hidden;              // [B, S, H]
   torch::Tensor per_layer_input;     // [B, S, P], or undefined without PLE
   torch::Tensor shared_k, shared_v;  // [B, Hkv, S, D], only for KV-shared layers
-  torch::Tensor rope_cos, rope_sin;  // [S, D] of this layer's type
+  torch::Tensor rope_cos, rope_sin;  // [T, D] of this layer's type (RopeTable)
   torch::Tensor padding;             // [B, S] int64 attention_mask (1 token, 0 padding), or undefined
+  torch::Tensor rope_positions;      // [B, S] int64 (RopeTable::positions), or undefined: 0..S-1
+
+  // Decoding with a cache (reference/kv_cache.h), else null: the layer's own cache, which it
+  // updates with this step's K/V, or on a KV-shared layer its source layer's, which it only reads.
+  // Attention then runs against the cache under `decode`, not over this step's K/V alone.
+  LayerKvCache* cache = nullptr;
+  const KvCacheOps* cache_ops = nullptr;
+  DecodeAttentionSpec decode;
 };
 
 struct LayerOutputs {

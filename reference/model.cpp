@@ -23,20 +23,33 @@ void check_int_matrix(const Tensor& t, const char* name, const Tensor& like) {
   }
 }
 
-void validate_inputs(const Config& c, const ForwardInputs& in) {
-  if (!in.input_ids.defined()) throw Error("input_ids is missing");
-  check_int_matrix(in.input_ids, "input_ids", Tensor());
-  if (in.input_ids.size(1) == 0) throw Error("input_ids has an empty sequence");
-  const Tensor bad = (in.input_ids < 0) | (in.input_ids >= c.vocab_size);
+void check_token_ids(const Config& c, const Tensor& ids) {
+  if (!ids.defined()) throw Error("input_ids is missing");
+  check_int_matrix(ids, "input_ids", Tensor());
+  if (ids.size(1) == 0) throw Error("input_ids has an empty sequence");
+  const Tensor bad = (ids < 0) | (ids >= c.vocab_size);
   if (bad.any().item<bool>()) {
     const Tensor where = bad.nonzero()[0].cpu();
     throw Error("input_ids[" + std::to_string(where[0].item<int64_t>()) + ", " + std::to_string(where[1].item<int64_t>()) +
-                "] = " + std::to_string(in.input_ids.index({where[0], where[1]}).item<int64_t>()) +
+                "] = " + std::to_string(ids.index({where[0], where[1]}).item<int64_t>()) +
                 " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
   }
-  if (c.hidden_size_per_layer_input > 0 && (in.input_ids >= c.vocab_size_per_layer_input).any().item<bool>()) {
+  if (c.hidden_size_per_layer_input > 0 && (ids >= c.vocab_size_per_layer_input).any().item<bool>()) {
     throw Error("input_ids holds a token id >= vocab_size_per_layer_input " + std::to_string(c.vocab_size_per_layer_input));
   }
+}
+
+void check_positions(const Tensor& positions, const Tensor& ids, int64_t limit) {
+  check_int_matrix(positions, "position_ids", ids);
+  if ((positions < 0).any().item<bool>()) throw Error("position_ids must not be negative");
+  if (limit > 0 && (positions >= limit).any().item<bool>()) {
+    throw Error("position_ids holds a position >= " + std::to_string(limit) + ", the run's capacity");
+  }
+}
+
+void validate_inputs(const Config& c, const ForwardInputs& in) {
+  check_token_ids(c, in.input_ids);
+  if (in.position_ids.defined()) check_positions(in.position_ids, in.input_ids, 0);
   if (in.attention_mask.defined()) {
     check_int_matrix(in.attention_mask, "attention_mask", in.input_ids);
     if (((in.attention_mask != 0) & (in.attention_mask != 1)).any().item<bool>()) {
@@ -53,9 +66,9 @@ void validate_inputs(const Config& c, const ForwardInputs& in) {
 
 // The tensors a layer receives, flattened for checkpoint() and back.
 std::vector<Tensor> pack(const LayerInputs& in) {
-  return {in.hidden, in.per_layer_input, in.shared_k, in.shared_v, in.rope_cos, in.rope_sin, in.padding};
+  return {in.hidden, in.per_layer_input, in.shared_k, in.shared_v, in.rope_cos, in.rope_sin, in.padding, in.rope_positions};
 }
-LayerInputs unpack(const std::vector<Tensor>& t) { return {t[0], t[1], t[2], t[3], t[4], t[5], t[6]}; }
+LayerInputs unpack(const std::vector<Tensor>& t) { return {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]}; }
 // A replaced hand-off's in-layer step: what arrived as inputs becomes what attention reads.
 void apply_in_layer(const KvHandoff::InLayer& in_layer, LayerInputs& in) {
   if (!in_layer) return;
@@ -95,19 +108,15 @@ ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions&
   const LayerOps& ops = options.ops ? *options.ops : reference_layer_ops();
   const Tensor ids = inputs.input_ids.to(device);
   const Tensor padding = inputs.attention_mask.defined() ? inputs.attention_mask.to(device) : Tensor();
-  const int64_t S = ids.size(1);
+  const Tensor positions = inputs.position_ids.defined() ? inputs.position_ids.to(device) : Tensor();
+  const int64_t rows = positions.defined() ? positions.max().item<int64_t>() + 1 : ids.size(1);
 
-  // GEMMA4.md, Forward 1: sqrt(H) is cast to the weight dtype before scaling (bf16: 55.5 for H=3072).
-  const Tensor embed_scale = at::scalar_tensor(std::sqrt(static_cast<double>(c.hidden_size)), torch::kFloat32).to(dtype);
-  // padding_idx = pad_token_id: the pad row's lookup gets no gradient, as in transformers.
-  Tensor h = at::embedding(weights_.embed_tokens, ids, c.pad_token_id) * embed_scale.to(device);
-  const Tensor ple = c.hidden_size_per_layer_input > 0 ? per_layer_inputs(c, weights_, ids, h) : Tensor();
-
+  auto [h, ple] = embed(ids);
   std::map<LayerType, RopeTable> rope;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerType type = c.layer_types[l];
     if (rope.count(type)) continue;
-    rope[type] = rope_table(c.rope.at(type), c.layers[l].head_dim, S, dtype, device);
+    rope[type] = rope_table(c.rope.at(type), c.layers[l].head_dim, rows, dtype, device);
   }
 
   ForwardOutputs out;
@@ -118,7 +127,7 @@ ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions&
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerSpec& spec = c.layers[l];
     LayerInputs in{h, ple.defined() ? ple.select(2, l) : Tensor(), Tensor(), Tensor(),
-                   rope[spec.type].cos, rope[spec.type].sin, padding};
+                   rope[spec.type].cos, rope[spec.type].sin, padding, positions};
     KvHandoff::InLayer in_layer;
     if (spec.kv_shared) {
       const std::string key = kv_read_key(c, l, options.kv_key);
@@ -154,13 +163,90 @@ ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions&
 
   h = ops.rms_norm(h, weights_.norm, c.rms_norm_eps);
   if (options.keep_hidden_states) out.hidden_states.push_back(h);
-  out.logits = at::linear(h, c.tie_word_embeddings ? weights_.embed_tokens : weights_.lm_head);
-  if (c.final_logit_softcapping) {
-    const double cap = *c.final_logit_softcapping;
-    out.logits = at::tanh(out.logits / cap) * cap;
-  }
+  out.logits = head(h);
   if (inputs.labels.defined()) out.loss = causal_lm_loss(out.logits, inputs.labels);
   return out;
+}
+
+std::pair<Tensor, Tensor> Model::embed(const Tensor& ids) const {
+  const Config& c = *config_;
+  // GEMMA4.md, Forward 1: sqrt(H) is cast to the weight dtype before scaling (bf16: 55.5 for H=3072).
+  const Tensor scale = at::scalar_tensor(std::sqrt(static_cast<double>(c.hidden_size)), torch::kFloat32).to(dtype());
+  // padding_idx = pad_token_id: the pad row's lookup gets no gradient, as in transformers.
+  const Tensor h = at::embedding(weights_.embed_tokens, ids, c.pad_token_id) * scale.to(device());
+  return {h, c.hidden_size_per_layer_input > 0 ? per_layer_inputs(c, weights_, ids, h) : Tensor()};
+}
+
+Tensor Model::head(const Tensor& normed) const {
+  const Config& c = *config_;
+  Tensor logits = at::linear(normed, c.tie_word_embeddings ? weights_.embed_tokens : weights_.lm_head);
+  if (c.final_logit_softcapping) {
+    const double cap = *c.final_logit_softcapping;
+    logits = at::tanh(logits / cap) * cap;
+  }
+  return logits;
+}
+
+DecodeState Model::start_decode(int64_t batch, int64_t capacity, const KvCacheOps& cache_ops,
+                                KvKeyConvention kv_key) const {
+  const Config& c = *config_;
+  if (c.bidirectional) throw Error("use_bidirectional_attention is 'all': a bidirectional model does not decode");
+  if (batch <= 0 || capacity <= 0) throw Error("start_decode: batch and capacity must be positive");
+  DecodeState state;
+  state.cache_ops = &cache_ops;
+  state.capacity = capacity;
+  state.kv_key = kv_key;
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerSpec& spec = c.layers[l];
+    if (!state.rope.count(spec.type)) {
+      state.rope[spec.type] = rope_table(c.rope.at(spec.type), spec.head_dim, capacity, dtype(), device());
+    }
+    if (spec.kv_shared) continue;
+    CacheSpec cache{l, spec.type, batch, spec.num_kv_heads, spec.head_dim, spec.type == LayerType::kSliding ? c.sliding_window : 0,
+                    capacity, dtype(), device()};
+    state.caches[l] = cache_ops.make(cache);
+    if (spec.stores_kv) state.stored[kv_write_key(c, l, kv_key)] = l;
+  }
+  return state;
+}
+
+Tensor Model::decode(DecodeState& state, const Tensor& ids_in, const Tensor& positions_in, const Tensor& padding_in,
+                     const LayerOps* ops_in) const {
+  const Config& c = *config_;
+  const LayerOps& ops = ops_in ? *ops_in : reference_layer_ops();
+  check_token_ids(c, ids_in);
+  check_positions(positions_in, ids_in, state.capacity);
+  const int64_t B = ids_in.size(0), step = ids_in.size(1), end = state.length + step;
+  if (end > state.capacity) {
+    throw Error("decode: " + std::to_string(end) + " token indices exceed the run's capacity " + std::to_string(state.capacity));
+  }
+  check_int_matrix(padding_in, "attention_mask", Tensor());
+  if (padding_in.size(0) != B || padding_in.size(1) != end) {
+    throw Error("decode: attention_mask has shape " + shape_string(padding_in.sizes()) + ", expected [" +
+                std::to_string(B) + ", " + std::to_string(end) + "] (every index so far)");
+  }
+  const Tensor ids = ids_in.to(device()), positions = positions_in.to(device()), padding = padding_in.to(device());
+
+  auto [h, ple] = embed(ids);
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerSpec& spec = c.layers[l];
+    const RopeTable& rope = state.rope.at(spec.type);
+    LayerInputs in{h, ple.defined() ? ple.select(2, l) : Tensor(), Tensor(), Tensor(), rope.cos, rope.sin, padding,
+                   positions};
+    int owner = l;
+    if (spec.kv_shared) {  // its source's cache, found under the key the convention reads
+      const std::string key = kv_read_key(c, l, state.kv_key);
+      const auto source = state.stored.find(key);
+      if (source == state.stored.end()) throw Error("layer " + std::to_string(l) + ": no cache stored under '" + key + "'");
+      owner = source->second;
+    }
+    in.cache = state.caches.at(owner).get();
+    in.cache_ops = state.cache_ops;
+    in.decode = {spec.type, c.sliding_window, state.length, padding, spec.kv_shared};
+    h = decoder_layer(c, l, weights_.layers[l], in, ops).hidden;
+  }
+  state.length = end;
+  return head(ops.rms_norm(h, weights_.norm, c.rms_norm_eps));
 }
 
 void Model::set_requires_grad(bool requires_grad) { gemma4::set_requires_grad(*config_, weights_, requires_grad); }

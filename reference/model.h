@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "reference/config.h"
+#include "reference/kv_cache.h"
 #include "reference/kv_handoff.h"
 #include "reference/kv_sharing.h"
 #include "reference/layer_ops.h"
@@ -21,6 +22,7 @@ struct ForwardInputs {
   torch::Tensor input_ids;       // int64 [B, S]
   torch::Tensor attention_mask;  // int64 [B, S], 1 real / 0 padding; optional
   torch::Tensor labels;          // int64 [B, S], -100 ignored; optional (no loss without it)
+  torch::Tensor position_ids;    // int64 [B, S], the RoPE positions; optional (0..S-1 in every row)
 };
 
 struct ForwardOptions {
@@ -44,6 +46,17 @@ struct ForwardOutputs {
   std::map<int, std::pair<torch::Tensor, torch::Tensor>> stored_kv;
 };
 
+// One incremental decoding run (Model::start_decode): a cache per layer that computes its own K/V,
+// and how many token indices the caches have seen.
+struct DecodeState {
+  const KvCacheOps* cache_ops = nullptr;
+  std::map<int, std::unique_ptr<LayerKvCache>> caches;  // by layer; KV-shared layers have none
+  std::map<std::string, int> stored;                    // the KV-sharing key a storing layer wrote -> layer
+  std::map<LayerType, RopeTable> rope;                  // tables of `capacity` positions
+  int64_t length = 0, capacity = 0;
+  KvKeyConvention kv_key = KvKeyConvention::kLayerType;
+};
+
 // Per-layer embeddings (GEMMA4.md, Forward 2): [B, S, L, P] from the token ids and the scaled
 // embeddings [B, S, H].
 torch::Tensor per_layer_inputs(const Config& config, const ModelWeights& weights, const torch::Tensor& input_ids,
@@ -63,12 +76,27 @@ class Model {
   // Throws gemma4::Error on inputs that do not fit the model (shape, dtype, token range).
   ForwardOutputs forward(const ForwardInputs& inputs, const ForwardOptions& options = {}) const;
 
+  // Incremental decoding (GEMMA4.md, "Decoding with a cache"): a run over `batch` rows that reaches
+  // at most `capacity` token indices, its caches made by `cache_ops` (which must outlive it).
+  DecodeState start_decode(int64_t batch, int64_t capacity, const KvCacheOps& cache_ops,
+                           KvKeyConvention kv_key = KvKeyConvention::kLayerType) const;
+  // One step: the next c tokens ids [B, c] (int64) at RoPE positions [B, c], with `padding` [B,
+  // length + c] (1 token, 0 padding) over every index so far. Returns their logits [B, c, V].
+  // Throws gemma4::Error on inputs that do not fit the run.
+  torch::Tensor decode(DecodeState& state, const torch::Tensor& ids, const torch::Tensor& positions,
+                       const torch::Tensor& padding, const LayerOps* ops = nullptr) const;
+
   void set_requires_grad(bool requires_grad);
   // Trainable tensors by checkpoint key ("model.layers.0.mlp.up_proj.weight", "lm_head.weight").
   std::vector<std::pair<std::string, torch::Tensor>> named_trainable_tensors() const;
   std::string checkpoint_key(const std::string& name) const;
 
  private:
+  // The scaled embeddings [B, S, H] and the per-layer inputs [B, S, L, P] (undefined without PLE).
+  std::pair<torch::Tensor, torch::Tensor> embed(const torch::Tensor& ids) const;
+  // The LM head and soft-cap of the final norm's output: logits [B, S, V].
+  torch::Tensor head(const torch::Tensor& normed) const;
+
   std::shared_ptr<const Config> config_;  // shared with checkpoint nodes, which may outlive a call
   ModelWeights weights_;
   std::string key_prefix_;

@@ -45,10 +45,17 @@ torch::Tensor rotate_half(const torch::Tensor& x) {
 }
 }  // namespace
 
+RopeTable rope_rows(const RopeTable& table) {
+  if (!table.positions.defined()) return table;
+  const torch::Tensor rows = table.positions.to(table.cos.device());
+  return {table.cos.index({rows}), table.sin.index({rows}), torch::Tensor()};
+}
+
 torch::Tensor apply_rope(const torch::Tensor& x, const RopeTable& table) {
-  // table [S, D] broadcast over batch and heads of x [B, S, H, D].
-  const torch::Tensor cos = table.cos.unsqueeze(1);
-  const torch::Tensor sin = table.sin.unsqueeze(1);
+  // [S, D] or [B, S, D] broadcast over the heads (and batch) of x [B, S, H, D].
+  const RopeTable rows = rope_rows(table);
+  const torch::Tensor cos = rows.cos.unsqueeze(-2);
+  const torch::Tensor sin = rows.sin.unsqueeze(-2);
   return x * cos + rotate_half(x) * sin;
 }
 

@@ -18,13 +18,19 @@ torch::Tensor gelu_tanh(const torch::Tensor& x);
 torch::Tensor rope_inv_freq(const RopeParameters& rope, int64_t head_dim);
 
 struct RopeTable {
-  torch::Tensor cos;  // [S, D], cat(freqs, freqs).cos(), computed in fp32, stored in the model dtype
+  torch::Tensor cos;  // [T, D], cat(freqs, freqs).cos() for positions 0..T-1, fp32, stored in the model dtype
   torch::Tensor sin;
+  // [B, S] int64: the position (table row) of each token, as transformers' generate gives every
+  // batch row its own (decoding, padded batches); undefined: position s for token s of every row.
+  torch::Tensor positions;
 };
+// The table rows of the tokens: cos and sin [S, D] without positions, [B, S, D] with them.
+RopeTable rope_rows(const RopeTable& table);
 RopeTable rope_table(const RopeParameters& rope, int64_t head_dim, int64_t seq_len, torch::ScalarType dtype,
                      const torch::Device& device);
 
-// x [B, S, H, D]: x*cos + rotate_half(x)*sin with rotate_half(x) = cat(-x[D/2:], x[:D/2]).
+// x [B, S, H, D]: x*cos + rotate_half(x)*sin with rotate_half(x) = cat(-x[D/2:], x[:D/2]), cos
+// and sin the tokens' rows (rope_rows).
 torch::Tensor apply_rope(const torch::Tensor& x, const RopeTable& table);
 
 // What an attention op needs to know about the mask, rather than the mask itself, so that a

@@ -179,6 +179,9 @@ struct Geglu : torch::autograd::Function<Geglu> {
 QkvOutputs fused_qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                               const Tensor& k_norm, const RopeTable& rope, double eps) {
   constexpr const char* kOp = "fused_qk_norm_rope";
+  // Per-row positions (batched decoding): the kernel reads rows 0..S-1 of the table; the eager op
+  // gathers each token's row.
+  if (rope.positions.defined()) return reference_layer_ops().qk_norm_rope(q, k, v, q_norm, k_norm, rope, eps);
   check_activation(kOp, "q", q, q);
   TORCH_CHECK(q.dim() == 4, kOp, ": 'q' must be [B, S, Hq, D], got shape ", q.sizes());
   const int64_t B = q.size(0), S = q.size(1), D = q.size(3);

@@ -20,7 +20,8 @@ const LayerOps& ref() { return reference_layer_ops(); }
 // (rotate_half). The table is Gemma's cat(freqs, freqs), so frequency i is column i.
 Tensor rope_interleaved(const Tensor& x, const RopeTable& table) {
   const int64_t half = x.size(-1) / 2;
-  const Tensor cos = table.cos.slice(-1, 0, half).unsqueeze(1), sin = table.sin.slice(-1, 0, half).unsqueeze(1);
+  const RopeTable rows = rope_rows(table);
+  const Tensor cos = rows.cos.slice(-1, 0, half).unsqueeze(-2), sin = rows.sin.slice(-1, 0, half).unsqueeze(-2);
   const Tensor pairs = x.unflatten(-1, {half, 2});
   const Tensor even = pairs.select(-1, 0), odd = pairs.select(-1, 1);
   return at::stack({even * cos - odd * sin, odd * cos + even * sin}, -1).flatten(-2);
@@ -39,7 +40,8 @@ int64_t rotating_pairs(const RopeTable& table) {
 Tensor rope_unpadded_pairs(const Tensor& x, const RopeTable& table) {
   const int64_t a = rotating_pairs(table), D = x.size(-1);
   if (2 * a == D) return apply_rope(x, table);
-  const Tensor cos = table.cos.slice(-1, 0, a).unsqueeze(1), sin = table.sin.slice(-1, 0, a).unsqueeze(1);
+  const RopeTable rows = rope_rows(table);
+  const Tensor cos = rows.cos.slice(-1, 0, a).unsqueeze(-2), sin = rows.sin.slice(-1, 0, a).unsqueeze(-2);
   const Tensor x1 = x.slice(-1, 0, a), x2 = x.slice(-1, a, 2 * a);
   return at::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin, x.slice(-1, 2 * a)}, -1);
 }
@@ -55,7 +57,7 @@ RopeTable rotary_denominator_table(const RopeTable& table) {
   const Tensor wrong = at::cat({freq.pow(static_cast<double>(D) / (2.0 * a)), at::zeros({D / 2 - a}, f32)});
   const Tensor angles = at::outer(at::arange(S, f32), wrong);
   const Tensor emb = at::cat({angles, angles}, -1);
-  return {emb.cos().to(table.cos.scalar_type()), emb.sin().to(table.sin.scalar_type())};
+  return {emb.cos().to(table.cos.scalar_type()), emb.sin().to(table.sin.scalar_type()), table.positions};
 }
 
 // The q/k norm + RoPE of layer_ops.cpp with `rope` swapped for a port's rotation.

@@ -127,7 +127,7 @@ Tensor llama_rms_norm(const Tensor& x, const Tensor& weight, double eps) {
 QkvOutputs fused_qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                               const Tensor& k_norm, const RopeTable& rope, double eps) {
   const torch::ScalarType dtype = q.scalar_type();
-  const RopeTable rope32{rope.cos.to(torch::kFloat32), rope.sin.to(torch::kFloat32)};
+  const RopeTable rope32{rope.cos.to(torch::kFloat32), rope.sin.to(torch::kFloat32), rope.positions};
   auto norm_rope = [&](const Tensor& x, const Tensor& w) {
     return apply_rope(rms_norm(x.to(torch::kFloat32), w.to(torch::kFloat32), eps), rope32);
   };

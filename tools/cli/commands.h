@@ -14,6 +14,7 @@ struct Backend;
 namespace gemma4::cli {
 
 int forward_command(const std::vector<std::string>& args);
+int generation_command(const std::vector<std::string>& args);  // `generate`
 int golden_command(const std::vector<std::string>& args);
 int backends_command(const std::vector<std::string>& args);
 // `given`: a backend the caller made (the Python package's --backend MODULE:FACTORY); it takes the

@@ -22,6 +22,8 @@ int conform_builtin(const std::vector<std::string>& args) { return conform_comma
 const Command kCommands[] = {
     {"forward", "run the reference on a checkpoint and inputs; write logits, hidden states, loss, grads to HDF5",
      forward_command},
+    {"generate", "greedy generation with the reference, KV cache or not; write sequences and scores to HDF5",
+     generation_command},
     {"golden", "golden tensors: list, generate, verify, check, diff, show (golden/FORMAT.md)", golden_command},
     {"backends", "list the backends (name, description)", backends_command},
     {"conform", "run the conformance suite against a backend", conform_builtin},

@@ -14,6 +14,7 @@
 #include "reference/inputs.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/output_file.h"
 
 namespace gemma4::cli {
 namespace {
@@ -61,16 +62,9 @@ int forward_command(const std::vector<std::string>& argv) {
   ForwardOptions options;
   options.kv_key = parse_kv_key_convention(args.get("kv-key", "layer-type"));
 
-  // Created first, so an unwritable path fails before the work; removed again if the work fails.
-  const std::string out_path = args.get("out");
-  h5::File file = h5::File::create(out_path);
-  struct RemoveUnlessKept {
-    const std::string& path;
-    bool keep = false;
-    ~RemoveUnlessKept() {
-      if (!keep) std::remove(path.c_str());
-    }
-  } output_guard{out_path};
+  OutputFile out_file(args.get("out"));
+  const std::string& out_path = out_file.path;
+  h5::File& file = out_file.h5;
 
   Model model = load_model(args.get("model"), dtype, device);
   const ForwardInputs inputs = load_inputs(args.get("inputs"));
@@ -82,7 +76,7 @@ int forward_command(const std::vector<std::string>& argv) {
   const ForwardOutputs out = model.forward(inputs, options);
   if (training) out.loss.backward();
   write_outputs(file, model, out, args);
-  output_guard.keep = true;
+  out_file.keep = true;
   std::cout << "wrote " << out_path << ": logits " << out.logits.sizes();
   if (training) std::cout << ", loss " << out.loss.item<double>();
   std::cout << "\n";

@@ -160,9 +160,14 @@ void bind_op_arguments(py::module_& m) {
                ", bidirectional=" + (s.bidirectional ? "True" : "False") +
                ", padding=" + (s.padding.defined() ? "tensor" : "None") + ")";
       });
-  py::class_<RopeTable>(m, "RopeTable", "cos and sin, [S, D] in the model dtype: cat(freqs, freqs), rotate_half")
-      .def_readonly("cos", &RopeTable::cos)
-      .def_readonly("sin", &RopeTable::sin);
+  py::class_<RopeTable>(m, "RopeTable",
+                        "the tokens' RoPE rows in the model dtype, cat(freqs, freqs) for rotate_half: cos and sin "
+                        "[S, D] (positions 0..S-1 in every batch row) or [B, S, D] (each row its own positions, "
+                        "as in batched decoding)")
+      .def_property_readonly("cos", [](const RopeTable& t) { return rope_rows(t).cos; })
+      .def_property_readonly("sin", [](const RopeTable& t) { return rope_rows(t).sin; })
+      .def_property_readonly("positions", [](const RopeTable& t) { return to_python(t.positions); },
+                             "None, or [B, S] int64: each token's position (the row cos and sin hold for it)");
 }
 
 }  // namespace gemma4::python

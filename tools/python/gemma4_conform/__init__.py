@@ -36,7 +36,7 @@ __all__ = ["Backend", "Capabilities", "AttentionSpec", "RopeTable", "Golden", "V
            "read_golden", "judge", "conform", "run_cli", "OPS", "NotSupported"]
 
 AttentionSpec = _core.AttentionSpec  # what an attention op receives as `spec`
-RopeTable = _core.RopeTable          # what qk_norm_rope receives as `rope` (.cos, .sin: [S, D])
+RopeTable = _core.RopeTable          # what qk_norm_rope receives as `rope` (.cos, .sin: [S, D], or [B, S, D] per row)
 Golden = _core.Golden
 Verdict = _core.CheckResult
 
@@ -84,7 +84,8 @@ class Backend:
       rms_norm(x, weight, eps) -> x * rsqrt(mean(x^2) + eps) * weight in fp32, cast back; weight None: no scale
       qk_norm_rope(q, k, v, q_norm, k_norm, rope, eps) -> (q, k, v): q [B,S,Hq,D], k/v [B,S,Hkv,D] raw
           projections (k None on KV-shared layers, v None on K=V layers); returns q [B,S,Hq,D] and
-          k, v [B,Hkv,S,D] (None, None on KV-shared layers); rope.cos/.sin [S, D]
+          k, v [B,Hkv,S,D] (None, None on KV-shared layers); rope.cos/.sin [S, D], or [B, S, D] when
+          each batch row has its own positions (decoding a padded batch): broadcast them over the heads
       attention(q, k, v, spec) -> [B, S, Hq*D]: softmax(q k^T) v with scale 1; q [B,S,Hq,D], k/v [B,Hkv,S,D];
           spec.layer_type, .sliding_window, .bidirectional, .padding (None or [B,S] int64, 1 = token)
       geglu(gate, up) -> gelu_tanh(gate) * up

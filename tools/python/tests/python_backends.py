@@ -16,8 +16,8 @@ def rms_norm(x, weight, eps):
     return y.to(x.dtype)
 
 
-def apply_rope(x, rope):  # x [B, S, H, D]; rope.cos/.sin [S, D]
-    cos, sin = rope.cos[None, :, None, :], rope.sin[None, :, None, :]
+def apply_rope(x, rope):  # x [B, S, H, D]; rope.cos/.sin [S, D] or [B, S, D]
+    cos, sin = rope.cos.unsqueeze(-2), rope.sin.unsqueeze(-2)  # over the heads
     first, second = x.chunk(2, dim=-1)
     return x * cos + torch.cat((-second, first), dim=-1) * sin
 
@@ -124,7 +124,7 @@ def one_plus_w_norm():
 def interleaved_rope():
     """faulty: RoPE rotating adjacent pairs (GPT-J style) instead of halves."""
     def rope(x, table):
-        cos, sin = table.cos[None, :, None, :], table.sin[None, :, None, :]
+        cos, sin = table.cos.unsqueeze(-2), table.sin.unsqueeze(-2)
         even, odd = x[..., 0::2], x[..., 1::2]
         rotated = torch.stack((-odd, even), dim=-1).flatten(-2)
         return x * cos + rotated * sin

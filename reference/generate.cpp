@@ -1,0 +1,86 @@
+#include "reference/generate.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "reference/error.h"
+
+namespace gemma4 {
+
+using torch::Tensor;
+
+Tensor generation_positions(const Tensor& attention_mask) {
+  return (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0);
+}
+
+Tensor inferred_generation_mask(const Tensor& input_ids, int64_t pad_token_id,
+                                const std::vector<int64_t>& eos_token_ids) {
+  const bool pad_is_eos = std::find(eos_token_ids.begin(), eos_token_ids.end(), pad_token_id) != eos_token_ids.end();
+  if (pad_token_id < 0 || pad_is_eos || !(input_ids == pad_token_id).any().item<bool>()) {
+    return at::ones_like(input_ids, input_ids.options().dtype(torch::kInt64));
+  }
+  return input_ids.ne(pad_token_id).to(torch::kInt64);
+}
+
+GenerateOutputs generate(const Model& model, const Tensor& input_ids, const Tensor& attention_mask,
+                         const GenerateOptions& options) {
+  if (options.max_new_tokens < 1) throw Error("max_new_tokens must be at least 1");
+  if (options.prefill_chunk < 0) throw Error("prefill_chunk must not be negative");
+  if (input_ids.dim() != 2 || input_ids.scalar_type() != torch::kInt64) throw Error("input_ids must be int64 [B, S]");
+  torch::NoGradGuard no_grad;
+  const int64_t B = input_ids.size(0), S = input_ids.size(1), N = options.max_new_tokens;
+  const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+  // The bookkeeping stays on the CPU; the model moves what it reads.
+  Tensor ids = input_ids.cpu();
+  Tensor mask = attention_mask.defined() ? attention_mask.cpu() : at::ones({B, S}, i64);
+  if (mask.sizes() != ids.sizes() || mask.scalar_type() != torch::kInt64) {
+    throw Error("attention_mask must be int64 with the shape of input_ids [B, S]");
+  }
+  Tensor positions = generation_positions(mask);
+
+  GenerateOutputs out;
+  std::vector<Tensor> scores;
+  // Chooses the next token from the last logits and appends it: real (mask 1), at the row's last
+  // position + 1 (transformers' rule, also after right padding).
+  auto choose = [&](const Tensor& logits) {
+    const Tensor last = logits.select(1, -1).to(torch::kFloat32).cpu();
+    scores.push_back(last);
+    const Tensor next = last.argmax(-1).unsqueeze(1);
+    ids = at::cat({ids, next}, 1);
+    mask = at::cat({mask, at::ones({B, 1}, i64)}, 1);
+    positions = at::cat({positions, positions.slice(1, -1) + 1}, 1);
+    return next;
+  };
+
+  if (!options.use_cache) {
+    ForwardOptions forward;
+    forward.kv_key = options.kv_key;
+    forward.keep_hidden_states = false;
+    forward.ops = options.ops;
+    for (int64_t step = 0; step < N; ++step) {
+      ForwardInputs in{ids, mask, Tensor(), positions};
+      choose(model.forward(in, forward).logits);
+    }
+  } else {
+    const KvCacheOps& cache_ops = options.cache_ops ? *options.cache_ops : reference_kv_cache_ops();
+    DecodeState state = model.start_decode(B, S + N, cache_ops, options.kv_key);
+    const int64_t chunk = options.prefill_chunk > 0 ? options.prefill_chunk : S;
+    Tensor logits;
+    for (int64_t a = 0; a < S; a += chunk) {
+      const int64_t b = std::min(S, a + chunk);
+      logits = model.decode(state, ids.slice(1, a, b), positions.slice(1, a, b), mask.slice(1, 0, b), options.ops);
+    }
+    for (const auto& [layer, cache] : state.caches) out.prompt_caches[layer] = cache_ops.contents(*cache);
+    for (int64_t step = 0; step < N; ++step) {
+      const Tensor next = choose(logits);
+      if (step + 1 < N) logits = model.decode(state, next, positions.slice(1, -1), mask, options.ops);
+    }
+  }
+  out.sequences = ids;
+  out.scores = at::stack(scores);
+  return out;
+}
+
+}  // namespace gemma4

@@ -1,0 +1,73 @@
+#pragma once
+// The K/V cache of incremental decoding (GEMMA4.md, "Decoding with a cache"): what an inference
+// engine keeps between steps, and the two ops an inference kernel replaces on it, the cache
+// update and the attention of new queries against the cache. A backend chooses the layout
+// (contiguous, paged, ...) behind KvCacheOps; the reference keeps contiguous tensors.
+//
+// Indices, not positions: entry j of a cache is the key of token index j of the batch (padding
+// included), counted from the first prompt token. RoPE positions are separate (per row, from the
+// attention mask, as transformers' generate computes them) and already applied to k.
+#include <torch/types.h>
+
+#include <functional>
+#include <memory>
+
+#include "reference/config.h"
+
+namespace gemma4 {
+
+// What a storing layer's cache must hold.
+struct CacheSpec {
+  int layer = 0;
+  LayerType type = LayerType::kSliding;
+  int64_t batch = 0, kv_heads = 0, head_dim = 0;
+  int64_t window = 0;    // sliding layers: a query sees the window's last `window` indices; 0: every index
+  int64_t capacity = 0;  // the most token indices the run will reach (prompt + new tokens)
+  torch::ScalarType dtype = torch::kFloat32;
+  torch::Device device = torch::kCPU;
+};
+
+// The mask of one step's queries against a cache.
+struct DecodeAttentionSpec {
+  LayerType type = LayerType::kSliding;
+  int64_t sliding_window = 0;  // as in config.json: query i sees keys i - window + 1 .. i
+  int64_t start = 0;           // the index of this step's first query (= tokens before this step)
+  torch::Tensor padding;       // [B, start + c] int64 over every index so far: 1 token, 0 padding
+  bool kv_shared = false;      // the layer reads its source layer's cache (it wrote nothing)
+};
+
+// A backend's cache of one storing layer. Only that backend's KvCacheOps know what is inside.
+class LayerKvCache {
+ public:
+  virtual ~LayerKvCache() = default;
+};
+
+struct CacheContents {
+  torch::Tensor k, v;  // [B, Hkv, T, D]: the entries the cache holds, oldest first
+  int64_t first = 0;   // the token index of entry 0
+};
+
+struct KvCacheOps {
+  std::function<std::unique_ptr<LayerKvCache>(const CacheSpec& spec)> make;
+  // This step's k and v [B, Hkv, c, D] (after norm and RoPE) at indices start .. start + c - 1.
+  // After it, the cache must hold at least every key a query of this step may see; a sliding
+  // cache may drop older ones.
+  std::function<void(LayerKvCache& cache, const torch::Tensor& k, const torch::Tensor& v, int64_t start)> update;
+  // The step's queries q [B, c, Hq, D] against the (updated) cache, softmax with scale 1 in fp32:
+  // [B, c, Hq * D], as LayerOps::attention.
+  std::function<torch::Tensor(const torch::Tensor& q, const LayerKvCache& cache, const DecodeAttentionSpec& spec)>
+      attention;
+  // What the cache holds, for goldens and checks.
+  std::function<CacheContents(const LayerKvCache& cache)> contents;
+};
+
+// Contiguous tensors; a sliding cache keeps, after each update, the last window - 1 entries before
+// the step plus the step's (what the step's queries can see), as transformers' sliding layer does.
+const KvCacheOps& reference_kv_cache_ops();
+
+// The additive mask [B, 1, c, T] of a step's queries (indices spec.start ..) against cache entries
+// with indices first .. first + T - 1, in `dtype` (0 allowed, the dtype's lowest value not).
+torch::Tensor decode_attention_mask(const DecodeAttentionSpec& spec, int64_t queries, int64_t first, int64_t entries,
+                                    torch::ScalarType dtype, const torch::Device& device);
+
+}  // namespace gemma4
