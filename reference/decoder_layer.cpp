@@ -41,8 +41,9 @@ AttentionOutputs attention(const Config& c, int l, const AttentionWeights& w, co
   }
   Tensor out;
   if (in.cache) {  // decoding: the step's K/V join the cache, the queries attend to all of it
-    if (!spec.kv_shared) in.cache_ops->update(*in.cache, k, v, in.decode.start);
-    out = in.cache_ops->attention(q, *in.cache, in.decode);
+    if (!spec.kv_shared) in.cache_ops->update(*in.cache, k, v, in.cache_start);
+    out = in.cache_ops->attention(q, *in.cache,
+                                  {spec.type, c.sliding_window, in.cache_start, in.padding, spec.kv_shared});
   } else {
     out = ops.attention(q, k, v, attention_spec(c, spec.type, in.padding));
   }

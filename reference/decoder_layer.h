@@ -22,10 +22,11 @@ struct LayerInputs {
 
   // Decoding with a cache (reference/kv_cache.h), else null: the layer's own cache, which it
   // updates with this step's K/V, or on a KV-shared layer its source layer's, which it only reads.
-  // Attention then runs against the cache under `decode`, not over this step's K/V alone.
+  // Attention then runs against the cache, not over this step's K/V alone; `padding` covers every
+  // token index so far and `cache_start` is the index of the step's first token.
   LayerKvCache* cache = nullptr;
   const KvCacheOps* cache_ops = nullptr;
-  DecodeAttentionSpec decode;
+  int64_t cache_start = 0;
 };
 
 struct LayerOutputs {

@@ -65,16 +65,10 @@ const KvCacheOps& reference_kv_cache_ops() {
 Tensor decode_attention_mask(const DecodeAttentionSpec& spec, int64_t queries, int64_t first, int64_t entries,
                              torch::ScalarType dtype, const torch::Device& device) {
   const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(device);
-  const Tensor i = at::arange(spec.start, spec.start + queries, i64).unsqueeze(1);  // query index
-  const Tensor j = at::arange(first, first + entries, i64).unsqueeze(0);            // key index
-  Tensor allowed = j <= i;
-  if (spec.type == LayerType::kSliding) allowed = allowed & (i - j < spec.sliding_window);
-  const int64_t batch = spec.padding.size(0);
-  allowed = allowed.view({1, 1, queries, entries}).expand({batch, 1, queries, entries});
-  const Tensor padding = spec.padding.to(device).slice(1, first, first + entries).to(torch::kBool);
-  allowed = allowed & padding.view({batch, 1, 1, entries});
-  const auto opts = torch::TensorOptions().dtype(dtype).device(device);
-  return at::where(allowed, at::zeros({}, opts), at::full({}, lowest_value(dtype), opts));
+  const AttentionSpec keys{spec.type, spec.sliding_window, /*bidirectional=*/false,
+                           spec.padding.slice(1, first, first + entries)};
+  return index_attention_mask(keys, at::arange(spec.start, spec.start + queries, i64),
+                              at::arange(first, first + entries, i64), spec.padding.size(0), dtype);
 }
 
 }  // namespace gemma4

@@ -47,14 +47,16 @@ void check_positions(const Tensor& positions, const Tensor& ids, int64_t limit) 
   }
 }
 
+void check_mask_values(const Tensor& mask) {
+  if (((mask != 0) & (mask != 1)).any().item<bool>()) throw Error("attention_mask must hold only 0 and 1");
+}
+
 void validate_inputs(const Config& c, const ForwardInputs& in) {
   check_token_ids(c, in.input_ids);
   if (in.position_ids.defined()) check_positions(in.position_ids, in.input_ids, 0);
   if (in.attention_mask.defined()) {
     check_int_matrix(in.attention_mask, "attention_mask", in.input_ids);
-    if (((in.attention_mask != 0) & (in.attention_mask != 1)).any().item<bool>()) {
-      throw Error("attention_mask must hold only 0 and 1");
-    }
+    check_mask_values(in.attention_mask);
   }
   if (in.labels.defined()) {
     check_int_matrix(in.labels, "labels", in.input_ids);
@@ -221,6 +223,7 @@ Tensor Model::decode(DecodeState& state, const Tensor& ids_in, const Tensor& pos
     throw Error("decode: " + std::to_string(end) + " token indices exceed the run's capacity " + std::to_string(state.capacity));
   }
   check_int_matrix(padding_in, "attention_mask", Tensor());
+  check_mask_values(padding_in);
   if (padding_in.size(0) != B || padding_in.size(1) != end) {
     throw Error("decode: attention_mask has shape " + shape_string(padding_in.sizes()) + ", expected [" +
                 std::to_string(B) + ", " + std::to_string(end) + "] (every index so far)");
@@ -242,7 +245,7 @@ Tensor Model::decode(DecodeState& state, const Tensor& ids_in, const Tensor& pos
     }
     in.cache = state.caches.at(owner).get();
     in.cache_ops = state.cache_ops;
-    in.decode = {spec.type, c.sliding_window, state.length, padding, spec.kv_shared};
+    in.cache_start = state.length;
     h = decoder_layer(c, l, weights_.layers[l], in, ops).hidden;
   }
   state.length = end;

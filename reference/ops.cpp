@@ -80,10 +80,16 @@ torch::Tensor attention_mask(const Config& config, LayerType type, int64_t batch
 
 torch::Tensor attention_mask(const AttentionSpec& spec, int64_t batch, int64_t seq_len, torch::ScalarType dtype,
                              const torch::Device& device) {
-  const torch::Tensor& padding = spec.padding;
-  const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(device);
-  const torch::Tensor i = at::arange(seq_len, i64).unsqueeze(1);  // query
-  const torch::Tensor j = at::arange(seq_len, i64).unsqueeze(0);  // key
+  const torch::Tensor index = at::arange(seq_len, torch::TensorOptions().dtype(torch::kInt64).device(device));
+  return index_attention_mask(spec, index, index, batch, dtype);
+}
+
+torch::Tensor index_attention_mask(const AttentionSpec& spec, const torch::Tensor& query_index,
+                                   const torch::Tensor& key_index, int64_t batch, torch::ScalarType dtype) {
+  const torch::Device device = query_index.device();
+  const int64_t queries = query_index.size(0), keys = key_index.size(0);
+  const torch::Tensor i = query_index.unsqueeze(1);  // query
+  const torch::Tensor j = key_index.unsqueeze(0);    // key
   torch::Tensor allowed;
   if (spec.type == LayerType::kSliding) {
     if (spec.bidirectional) {
@@ -92,13 +98,13 @@ torch::Tensor attention_mask(const AttentionSpec& spec, int64_t batch, int64_t s
       allowed = (j <= i) & (i - j < spec.sliding_window);
     }
   } else {
-    allowed = spec.bidirectional ? at::ones({seq_len, seq_len}, i64.dtype(torch::kBool)) : (j <= i);
+    allowed = spec.bidirectional ? at::ones({queries, keys}, i.options().dtype(torch::kBool)) : (j <= i);
   }
-  allowed = allowed.view({1, 1, seq_len, seq_len}).expand({batch, 1, seq_len, seq_len});
-  if (padding.defined()) allowed = allowed & padding.to(device).to(torch::kBool).view({batch, 1, 1, seq_len});
+  allowed = allowed.view({1, 1, queries, keys}).expand({batch, 1, queries, keys});
+  const torch::Tensor& padding = spec.padding;
+  if (padding.defined()) allowed = allowed & padding.to(device).to(torch::kBool).view({batch, 1, 1, keys});
   const auto opts = torch::TensorOptions().dtype(dtype).device(device);
-  const double lowest = lowest_value(dtype);
-  return at::where(allowed, at::zeros({}, opts), at::full({}, lowest, opts));
+  return at::where(allowed, at::zeros({}, opts), at::full({}, lowest_value(dtype), opts));
 }
 
 torch::Tensor eager_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -53,6 +53,10 @@ torch::Tensor attention_mask(const AttentionSpec& spec, int64_t batch, int64_t s
                              const torch::Device& device);
 torch::Tensor attention_mask(const Config& config, LayerType type, int64_t batch, int64_t seq_len,
                              const torch::Tensor& padding, torch::ScalarType dtype, const torch::Device& device);
+// The same for queries at token indices `query_index` and keys at `key_index` (int64 vectors; the
+// padding, if any, is [B, |key_index|]): what a step of decoding against a cache needs.
+torch::Tensor index_attention_mask(const AttentionSpec& spec, const torch::Tensor& query_index,
+                                   const torch::Tensor& key_index, int64_t batch, torch::ScalarType dtype);
 
 // Eager softmax attention with scale 1.0 (q and k are RMS-normalised instead), softmax in fp32.
 // q [B, S, Hq, D], k and v [B, Hkv, S, D]; each kv head serves Hq/Hkv query heads.
