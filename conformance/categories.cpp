@@ -13,6 +13,7 @@ const std::vector<CategoryInfo>& categories() {
       {Category::kMemoryFlatness, "memory_flatness", memory_flatness_checks},
       {Category::kDeterminism, "determinism", determinism_checks},
       {Category::kBadInput, "bad_input", bad_input_checks},
+      {Category::kDecode, "decode", decode_checks},
   };
   return table;
 }

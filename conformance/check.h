@@ -93,5 +93,6 @@ std::vector<Check> key_conventions_checks(const SuiteOptions& options);
 std::vector<Check> memory_flatness_checks(const SuiteOptions& options);
 std::vector<Check> determinism_checks(const SuiteOptions& options);
 std::vector<Check> bad_input_checks(const SuiteOptions& options);
+std::vector<Check> decode_checks(const SuiteOptions& options);
 
 }  // namespace gemma4::conformance

@@ -122,7 +122,7 @@ std::vector<golden::FamilyMember> baseline_family(const torch::Device& device, t
     ForwardOptions forward;
     forward.ops = &b.ops;  // builtin_backends() lives for the whole process
     if (b.kv_handoff) forward.kv_handoff = &b.kv_handoff;
-    family.push_back({b.name, forward});
+    family.push_back({b.name, forward, b.kv_cache.make ? &b.kv_cache : nullptr});
   }
   return family;
 }

@@ -11,10 +11,12 @@
 
 namespace gemma4::golden {
 
-// One legitimate implementation: a name and the ops (and KV hand-off) to recompute a case with.
+// One legitimate implementation: a name and the ops (and KV hand-off) to recompute a case with,
+// and the KV cache ops it decodes with (null: the reference's).
 struct FamilyMember {
   std::string name;
   ForwardOptions forward;
+  const KvCacheOps* kv_cache = nullptr;
 };
 
 // Fills g.baseline and g.baseline_family (bf16/f16 files only): "expected" (the file's own

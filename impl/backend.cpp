@@ -46,6 +46,7 @@ std::vector<std::string> replaced_parts(const Backend& backend) {
   if (!is_reference(ops.geglu, ref.geglu)) parts.push_back("geglu");
   if (!is_reference(ops.moe_experts, ref.moe_experts)) parts.push_back("moe_experts");
   if (backend.kv_handoff) parts.push_back("kv_handoff");
+  if (backend.kv_cache.make) parts.push_back("kv_cache");
   return parts;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "impl/category.h"
+#include "reference/kv_cache.h"
 #include "reference/kv_handoff.h"
 #include "reference/layer_ops.h"
 
@@ -45,6 +46,9 @@ struct Backend {
   Capabilities capabilities;
   LayerOps ops;                // every op set (start from reference_layer_ops() and replace some)
   KvHandoffFactory kv_handoff; // unset: the reference hand-off
+  // Incremental decoding: the cache update and the attention of new queries against the cache
+  // (reference/kv_cache.h). Unset (no `make`): the reference's contiguous cache.
+  KvCacheOps kv_cache;
 
   // kFaulty only. The categories in which the bug must show (at least one failing result each).
   std::vector<Category> fails_in;
@@ -54,7 +58,7 @@ struct Backend {
 };
 
 // The parts a backend replaces, in LayerOps order ("rms_norm", "qk_norm_rope", "attention", "geglu",
-// "moe_experts"), then "kv_handoff": an op counts as replaced unless it is the reference's own
+// "moe_experts"), then "kv_handoff" and "kv_cache": an op counts as replaced unless it is the reference's own
 // function. For a plugin this cannot be told (its reference ops are its own copies): one entry,
 // "unknown (plugin)".
 std::vector<std::string> replaced_parts(const Backend& backend);

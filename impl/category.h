@@ -14,6 +14,7 @@ enum class Category {
   kMemoryFlatness,
   kDeterminism,
   kBadInput,
+  kDecode,
 };
 
 }  // namespace gemma4::impl

@@ -12,7 +12,7 @@
 // names both: Backend holds C++ std::function and at::Tensor, which only match within one ABI.
 #include "impl/backend.h"
 
-#define GEMMA4_PLUGIN_ABI_VERSION 2  // 2: Backend gained kind, fails_in, below_reduced_precision
+#define GEMMA4_PLUGIN_ABI_VERSION 3  // 2: Backend gained kind, fails_in, below_reduced_precision; 3: kv_cache
 
 extern "C" {
 struct gemma4_plugin {

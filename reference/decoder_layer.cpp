@@ -58,12 +58,14 @@ Tensor mlp(const MlpWeights& w, const Tensor& x, const LayerOps& ops) {
 
 // The MoE branch (GEMMA4.md, Forward 4): the router reads the residual stream, not the MLP's
 // output; the experts are a replaceable op.
-Tensor moe(const Config& c, const MoeWeights& w, const Tensor& residual, const LayerOps& ops) {
+Tensor moe(const Config& c, const MoeWeights& w, const Tensor& residual, const LayerOps& ops, Tensor* router_logits_out) {
   const Tensor flat = residual.reshape({-1, c.hidden_size});
   const double eps = c.rms_norm_eps;
 
   const Tensor z = ops.rms_norm(flat, Tensor(), eps) * w.router_scale * std::pow(static_cast<double>(c.hidden_size), -0.5);
-  const Tensor probs = at::softmax(at::linear(z, w.router_proj), -1, torch::kFloat32);
+  const Tensor router_logits = at::linear(z, w.router_proj).to(torch::kFloat32);
+  if (router_logits_out) *router_logits_out = router_logits;
+  const Tensor probs = at::softmax(router_logits, -1);
   auto [top_weights, top_index] = probs.topk(c.top_k_experts, -1);
   top_weights = top_weights / top_weights.sum(-1, /*keepdim=*/true);
   top_weights = top_weights * w.per_expert_scale.index({top_index});
@@ -89,13 +91,16 @@ LayerOutputs decoder_layer(const Config& c, int l, const LayerWeights& w, const 
 
   residual = h;
   Tensor x = mlp(w.mlp, norm(h, w.pre_feedforward_layernorm, eps), ops);
-  if (c.enable_moe_block) x = norm(x, w.moe.post_feedforward_layernorm_1, eps) + moe(c, w.moe, residual, ops);
+  Tensor router_logits;
+  if (c.enable_moe_block) {
+    x = norm(x, w.moe.post_feedforward_layernorm_1, eps) + moe(c, w.moe, residual, ops, &router_logits);
+  }
   h = residual + norm(x, w.post_feedforward_layernorm, eps);
 
   if (c.hidden_size_per_layer_input > 0) h = h + per_layer_input_branch(c, w, h, in.per_layer_input, ops);
   h = h * w.layer_scalar;
 
-  LayerOutputs out{h, attn.out, Tensor(), Tensor()};
+  LayerOutputs out{h, attn.out, Tensor(), Tensor(), router_logits};
   if (!c.layers[l].kv_shared) {
     out.k = attn.k;
     out.v = attn.v;

@@ -33,6 +33,7 @@ struct LayerOutputs {
   torch::Tensor hidden;     // [B, S, H]
   torch::Tensor attention;  // [B, S, H]: the attention block's output after o_proj, before its norm
   torch::Tensor k, v;    // this layer's K/V [B, Hkv, S, D]; undefined on KV-shared layers (they borrow)
+  torch::Tensor router_logits;  // MoE layers: [B * S, E] fp32, what the router's softmax reads
 };
 
 // Every replaceable op goes through `ops` (reference/layer_ops.h).
@@ -42,9 +43,11 @@ LayerOutputs decoder_layer(const Config& config, int layer, const LayerWeights& 
 // The parts of a layer that are more than one primitive (GEMMA4.md, Forward 4), for op-level
 // goldens and backends.
 torch::Tensor mlp(const MlpWeights& weights, const torch::Tensor& x, const LayerOps& ops = reference_layer_ops());  // GeGLU: down(gelu_tanh(gate x) * up x)
-// The MoE branch from the residual stream: router, top-k experts, its own norms.
+// The MoE branch from the residual stream: router, top-k experts, its own norms. router_logits:
+// where to put the router's logits [B * S, E] fp32, when wanted.
 torch::Tensor moe(const Config& config, const MoeWeights& weights, const torch::Tensor& residual,
-                  const LayerOps& ops = reference_layer_ops());
+                  const LayerOps& ops = reference_layer_ops(),
+                  torch::Tensor* router_logits = nullptr);
 // The gated per-layer-input branch added to the layer output when PLE is on.
 torch::Tensor per_layer_input_branch(const Config& config, const LayerWeights& weights, const torch::Tensor& hidden,
                                      const torch::Tensor& per_layer_input, const LayerOps& ops = reference_layer_ops());

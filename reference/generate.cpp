@@ -15,6 +15,13 @@ Tensor generation_positions(const Tensor& attention_mask) {
   return (attention_mask.cumsum(-1) - 1).masked_fill(attention_mask == 0, 0);
 }
 
+Tensor continued_positions(const Tensor& prompt_mask, int64_t length) {
+  const Tensor prompt = generation_positions(prompt_mask);
+  const int64_t added = length - prompt.size(1);
+  if (added < 0) throw Error("continued_positions: length is shorter than the prompt");
+  return at::cat({prompt, prompt.slice(1, -1) + at::arange(1, added + 1, prompt.options())}, 1);
+}
+
 Tensor inferred_generation_mask(const Tensor& input_ids, int64_t pad_token_id,
                                 const std::vector<int64_t>& eos_token_ids) {
   const bool pad_is_eos = std::find(eos_token_ids.begin(), eos_token_ids.end(), pad_token_id) != eos_token_ids.end();
@@ -24,20 +31,52 @@ Tensor inferred_generation_mask(const Tensor& input_ids, int64_t pad_token_id,
   return input_ids.ne(pad_token_id).to(torch::kInt64);
 }
 
+namespace {
+
+void check_prompt(const Tensor& input_ids, const Tensor& attention_mask, const GenerateOptions& options) {
+  if (options.prefill_chunk < 0) throw Error("prefill_chunk must not be negative");
+  if (input_ids.dim() != 2 || input_ids.scalar_type() != torch::kInt64) throw Error("input_ids must be int64 [B, S]");
+  if (attention_mask.defined() &&
+      (attention_mask.sizes() != input_ids.sizes() || attention_mask.scalar_type() != torch::kInt64)) {
+    throw Error("attention_mask must be int64 with the shape of input_ids [B, S]");
+  }
+}
+
+// The prompt's tokens into the caches, options.prefill_chunk at a time (0: all at once): the
+// logits of each chunk, in order.
+std::vector<Tensor> prefill(const Model& model, DecodeState& state, const Tensor& ids, const Tensor& positions,
+                            const Tensor& mask, const GenerateOptions& options) {
+  const int64_t S = ids.size(1);
+  const int64_t chunk = options.prefill_chunk > 0 ? options.prefill_chunk : S;
+  std::vector<Tensor> logits;
+  for (int64_t a = 0; a < S; a += chunk) {
+    const int64_t b = std::min(S, a + chunk);
+    logits.push_back(model.decode(state, ids.slice(1, a, b), positions.slice(1, a, b), mask.slice(1, 0, b), options.ops));
+  }
+  return logits;
+}
+
+void keep_prompt_caches(const DecodeState& state, std::map<int, CacheContents>* out) {
+  if (!out) return;
+  for (const auto& [layer, cache] : state.caches) (*out)[layer] = state.cache_ops->contents(*cache);
+}
+
+const KvCacheOps& cache_ops_of(const GenerateOptions& options) {
+  return options.cache_ops ? *options.cache_ops : reference_kv_cache_ops();
+}
+
+}  // namespace
+
 GenerateOutputs generate(const Model& model, const Tensor& input_ids, const Tensor& attention_mask,
                          const GenerateOptions& options) {
   if (options.max_new_tokens < 1) throw Error("max_new_tokens must be at least 1");
-  if (options.prefill_chunk < 0) throw Error("prefill_chunk must not be negative");
-  if (input_ids.dim() != 2 || input_ids.scalar_type() != torch::kInt64) throw Error("input_ids must be int64 [B, S]");
+  check_prompt(input_ids, attention_mask, options);
   torch::NoGradGuard no_grad;
   const int64_t B = input_ids.size(0), S = input_ids.size(1), N = options.max_new_tokens;
   const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
   // The bookkeeping stays on the CPU; the model moves what it reads.
   Tensor ids = input_ids.cpu();
   Tensor mask = attention_mask.defined() ? attention_mask.cpu() : at::ones({B, S}, i64);
-  if (mask.sizes() != ids.sizes() || mask.scalar_type() != torch::kInt64) {
-    throw Error("attention_mask must be int64 with the shape of input_ids [B, S]");
-  }
   Tensor positions = generation_positions(mask);
 
   GenerateOutputs out;
@@ -64,15 +103,9 @@ GenerateOutputs generate(const Model& model, const Tensor& input_ids, const Tens
       choose(model.forward(in, forward).logits);
     }
   } else {
-    const KvCacheOps& cache_ops = options.cache_ops ? *options.cache_ops : reference_kv_cache_ops();
-    DecodeState state = model.start_decode(B, S + N, cache_ops, options.kv_key);
-    const int64_t chunk = options.prefill_chunk > 0 ? options.prefill_chunk : S;
-    Tensor logits;
-    for (int64_t a = 0; a < S; a += chunk) {
-      const int64_t b = std::min(S, a + chunk);
-      logits = model.decode(state, ids.slice(1, a, b), positions.slice(1, a, b), mask.slice(1, 0, b), options.ops);
-    }
-    for (const auto& [layer, cache] : state.caches) out.prompt_caches[layer] = cache_ops.contents(*cache);
+    DecodeState state = model.start_decode(B, S + N, cache_ops_of(options), options.kv_key);
+    Tensor logits = prefill(model, state, ids, positions, mask, options).back();
+    keep_prompt_caches(state, &out.prompt_caches);
     for (int64_t step = 0; step < N; ++step) {
       const Tensor next = choose(logits);
       if (step + 1 < N) logits = model.decode(state, next, positions.slice(1, -1), mask, options.ops);
@@ -81,6 +114,32 @@ GenerateOutputs generate(const Model& model, const Tensor& input_ids, const Tens
   out.sequences = ids;
   out.scores = at::stack(scores);
   return out;
+}
+
+Tensor decode_logits(const Model& model, const Tensor& tokens, const Tensor& prompt_mask, int64_t prompt_length,
+                     const GenerateOptions& options, std::map<int, CacheContents>* prompt_caches) {
+  if (tokens.dim() != 2 || prompt_length < 1 || prompt_length > tokens.size(1)) {
+    throw Error("decode_logits: tokens must be [B, T] with 1 <= prompt_length <= T");
+  }
+  const Tensor prompt = tokens.slice(1, 0, prompt_length).cpu();
+  check_prompt(prompt, prompt_mask, options);
+  torch::NoGradGuard no_grad;
+  const int64_t B = tokens.size(0), T = tokens.size(1);
+  const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+  const Tensor mask = at::cat({prompt_mask.defined() ? prompt_mask.cpu() : at::ones_like(prompt),
+                               at::ones({B, T - prompt_length}, i64)}, 1);
+  const Tensor positions = continued_positions(mask.slice(1, 0, prompt_length), T);
+
+  DecodeState state = model.start_decode(B, T, cache_ops_of(options), options.kv_key);
+  std::vector<Tensor> logits = prefill(model, state, prompt, positions, mask, options);
+  keep_prompt_caches(state, prompt_caches);
+  const Tensor ids = tokens.cpu();
+  for (int64_t t = prompt_length; t < T; ++t) {
+    logits.push_back(model.decode(state, ids.slice(1, t, t + 1), positions.slice(1, t, t + 1), mask.slice(1, 0, t + 1),
+                                  options.ops));
+  }
+  for (Tensor& l : logits) l = l.to(torch::kFloat32).cpu();
+  return at::cat(logits, 1);
 }
 
 }  // namespace gemma4

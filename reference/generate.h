@@ -34,8 +34,22 @@ struct GenerateOutputs {
 GenerateOutputs generate(const Model& model, const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                          const GenerateOptions& options);
 
+// Teacher forcing through the cache: the logits [B, T, V] (float32) of every token of `tokens` [B, T],
+// the first `prompt_length` of them fed as generate feeds a prompt (prefill, in chunks of
+// options.prefill_chunk) and each later one in a step of its own, as generate would feed it had it
+// chosen that token. prompt_mask [B, prompt_length] (undefined: every token real); the tokens after
+// the prompt are real. Logits at t predict token t + 1; those of padding rows are implementation-
+// defined. options.max_new_tokens and use_cache are not read. prompt_caches: filled as in generate.
+torch::Tensor decode_logits(const Model& model, const torch::Tensor& tokens, const torch::Tensor& prompt_mask,
+                            int64_t prompt_length, const GenerateOptions& options,
+                            std::map<int, CacheContents>* prompt_caches = nullptr);
+
 // The RoPE positions transformers' generate gives a prompt: cumsum(mask) - 1, 0 at padding.
 torch::Tensor generation_positions(const torch::Tensor& attention_mask);
+
+// The positions of a prompt [B, S] followed by length - S new tokens: the prompt's from its mask
+// (generation_positions), each new token one past the token before it (generate's rule).
+torch::Tensor continued_positions(const torch::Tensor& prompt_mask, int64_t length);
 
 // The mask transformers' generate infers for a prompt given without one: ids != pad_token_id when
 // the pad token occurs in the prompt and is not an end-of-sequence token, else every token real.

@@ -158,6 +158,7 @@ ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions&
     if (spec.stores_kv) handoff->store(l, kv_write_key(c, l, options.kv_key), {layer_out.k, layer_out.v});
     if (options.keep_layer_outputs) {
       out.attention_outputs.push_back(layer_out.attention);
+      if (layer_out.router_logits.defined()) out.router_logits.push_back(layer_out.router_logits);
       if (spec.stores_kv) out.stored_kv[l] = {layer_out.k, layer_out.v};
     }
     if (options.keep_hidden_states && l + 1 < c.num_hidden_layers) out.hidden_states.push_back(h);

@@ -44,6 +44,8 @@ struct ForwardOutputs {
   // [B, Hkv, S, D] each storing layer hands to the KV-shared layers, by layer index.
   std::vector<torch::Tensor> attention_outputs;
   std::map<int, std::pair<torch::Tensor, torch::Tensor>> stored_kv;
+  // With keep_layer_outputs and no checkpointing: each MoE layer's router logits [B * S, E] fp32.
+  std::vector<torch::Tensor> router_logits;
 };
 
 // One incremental decoding run (Model::start_decode): a cache per layer that computes its own K/V,

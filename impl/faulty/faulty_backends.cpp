@@ -19,6 +19,7 @@ std::vector<Backend> faulty_backends() {
   std::vector<Backend> all = faulty_op_backends();
   for (Backend& b : faulty_numeric_backends()) all.push_back(std::move(b));
   for (Backend& b : faulty_kv_handoff_backends()) all.push_back(std::move(b));
+  for (Backend& b : faulty_decode_backends()) all.push_back(std::move(b));
   return all;
 }
 

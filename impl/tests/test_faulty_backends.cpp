@@ -111,7 +111,7 @@ void expect_op_bug(const std::string& name, const nlohmann::json& config_json) {
 
 TEST(FaultyBackends, NamesAndDescriptions) {
   const std::vector<Backend> all = faulty_backends();
-  ASSERT_EQ(all.size(), 21u);  // 11 GEMMA4.md failure modes, 10 numeric bug classes from public reports
+  ASSERT_EQ(all.size(), 26u);  // 11 GEMMA4.md failure modes, 10 numeric bug classes, 5 decoding bugs of engines
   for (const Backend& b : all) {
     EXPECT_EQ(b.name.rfind("faulty-", 0), 0u) << b.name;
     EXPECT_FALSE(b.description.empty()) << b.name;

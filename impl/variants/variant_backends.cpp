@@ -40,42 +40,54 @@ Tensor allowed_keys(const AttentionSpec& spec, const Tensor& q) {
 // math on CUDA; the CPU flash kernel or math on CPU). Plain causal full layers go through
 // is_causal so that the flash kernels are eligible; everything else passes a boolean mask. Query
 // rows that see no key come back as 0, not as the eager path's average (GEMMA4.md: both correct).
-Tensor sdpa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionSpec& spec) {
+// Each attention variant is a core that takes the mask as `allowed` [B or 1, 1, S_q, S_k] bool, so
+// that the same computation serves the full forward (a square mask from the spec) and decoding (the
+// step's queries against the reference's cache, decode_through).
+Tensor sdpa_core(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed) {
   const int64_t B = q.size(0), S = q.size(1), Hq = q.size(2), D = q.size(3);
-  const Tensor qt = q.transpose(1, 2);
-  const bool plain_causal = spec.type == LayerType::kFull && !spec.bidirectional && !spec.padding.defined();
-  const Tensor out = plain_causal ? at::scaled_dot_product_attention(qt, repeat_kv(k, Hq), repeat_kv(v, Hq), {}, 0.0,
-                                                                      /*is_causal=*/true, /*scale=*/1.0)
-                                  : at::scaled_dot_product_attention(qt, repeat_kv(k, Hq), repeat_kv(v, Hq),
-                                                                      allowed_keys(spec, q), 0.0, false, 1.0);
+  const Tensor out = at::scaled_dot_product_attention(q.transpose(1, 2), repeat_kv(k, Hq), repeat_kv(v, Hq), allowed,
+                                                      0.0, false, /*scale=*/1.0);
   return out.transpose(1, 2).reshape({B, S, Hq * D});
+}
+
+Tensor sdpa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionSpec& spec) {
+  const bool plain_causal = spec.type == LayerType::kFull && !spec.bidirectional && !spec.padding.defined();
+  if (!plain_causal) return sdpa_core(q, k, v, allowed_keys(spec, q));
+  const int64_t B = q.size(0), S = q.size(1), Hq = q.size(2), D = q.size(3);
+  const Tensor out = at::scaled_dot_product_attention(q.transpose(1, 2), repeat_kv(k, Hq), repeat_kv(v, Hq), {}, 0.0,
+                                                      /*is_causal=*/true, /*scale=*/1.0);
+  return out.transpose(1, 2).reshape({B, S, Hq * D});
+}
+
+// The additive mask of the reference's eager attention from `allowed`: 0, or the dtype's lowest.
+Tensor additive(const Tensor& allowed, torch::ScalarType dtype) {
+  const auto opts = allowed.options().dtype(dtype);
+  return at::where(allowed, at::zeros({}, opts), at::full({}, lowest_value(dtype), opts));
 }
 
 // Attention computed wholly in fp32 from the rounded inputs, rounded once at the end (what a
 // kernel that keeps its probabilities in fp32 returns).
-Tensor fp32_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionSpec& spec) {
+Tensor fp32_core(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed) {
   const auto f32 = [](const Tensor& t) { return t.to(torch::kFloat32); };
-  const Tensor mask = attention_mask(spec, q.size(0), q.size(1), torch::kFloat32, q.device());
-  return eager_attention(f32(q), f32(k), f32(v), mask).to(q.scalar_type());
+  return eager_attention(f32(q), f32(k), f32(v), additive(allowed, torch::kFloat32)).to(q.scalar_type());
 }
 
 // FlashAttention-2's online softmax over blocks of keys: scores in fp32 (fp32 accumulation of the
 // rounded inputs), a running row maximum and sum, the probabilities rounded to the input dtype
 // before the P.V product (as FlashAttention feeds its second GEMM), one division and one rounding
 // at the end. A row that sees no key keeps a zero sum and returns 0.
-Tensor online_softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionSpec& spec) {
+Tensor online_softmax_core(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed) {
   constexpr int64_t kBlock = 16;
-  const int64_t B = q.size(0), S = q.size(1), Hq = q.size(2), D = q.size(3);
+  const int64_t B = q.size(0), S = q.size(1), Hq = q.size(2), D = q.size(3), keys = k.size(2);
   const torch::ScalarType dtype = q.scalar_type();
   const Tensor qt = q.transpose(1, 2).to(torch::kFloat32);  // [B, Hq, S, D]
   const Tensor kr = repeat_kv(k, Hq).to(torch::kFloat32), vr = repeat_kv(v, Hq);
-  const Tensor allowed = allowed_keys(spec, q);  // [B, 1, S, S]
   const auto f32 = q.options().dtype(torch::kFloat32);
   Tensor row_max = at::full({B, Hq, S, 1}, -std::numeric_limits<float>::infinity(), f32);
   Tensor row_sum = at::zeros({B, Hq, S, 1}, f32);
   Tensor acc = at::zeros({B, Hq, S, D}, f32);
-  for (int64_t start = 0; start < S; start += kBlock) {
-    const int64_t n = std::min(kBlock, S - start);
+  for (int64_t start = 0; start < keys; start += kBlock) {
+    const int64_t n = std::min(kBlock, keys - start);
     const Tensor seen = allowed.narrow(3, start, n);
     const Tensor scores = at::matmul(qt, kr.narrow(2, start, n).transpose(2, 3));
     const Tensor block_max = at::where(seen, scores, -std::numeric_limits<float>::infinity()).amax(-1, true);
@@ -95,14 +107,35 @@ Tensor online_softmax_attention(const Tensor& q, const Tensor& k, const Tensor& 
 
 // The reference's eager attention, one head at a time: other GEMM shapes, so other blockings and
 // summation orders inside the BLAS.
-Tensor per_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionSpec& spec) {
+Tensor per_head_core(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed) {
   const int64_t Hq = q.size(2), group = Hq / k.size(1);
-  const Tensor mask = attention_mask(spec, q.size(0), q.size(1), q.scalar_type(), q.device());
+  const Tensor mask = additive(allowed, q.scalar_type());
   std::vector<Tensor> heads;
   for (int64_t h = 0; h < Hq; ++h) {
     heads.push_back(eager_attention(q.narrow(2, h, 1), k.narrow(1, h / group, 1), v.narrow(1, h / group, 1), mask));
   }
   return at::cat(heads, -1);
+}
+
+using AttentionCore = Tensor (*)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed);
+
+// A core as the full forward's attention op: the square mask of the spec.
+template <AttentionCore core>
+Tensor square(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionSpec& spec) {
+  return core(q, k, v, allowed_keys(spec, q));
+}
+
+// A core as the decode attention: the step's queries against the reference's contiguous cache.
+template <AttentionCore core>
+KvCacheOps decode_through() {
+  KvCacheOps ops = reference_kv_cache_ops();
+  ops.attention = [](const Tensor& q, const LayerKvCache& cache, const DecodeAttentionSpec& spec) {
+    const CacheContents held = reference_kv_cache_ops().contents(cache);
+    const Tensor allowed =
+        decode_attention_mask(spec, q.size(1), held.first, held.k.size(2), torch::kFloat32, q.device()) == 0;
+    return core(q, held.k, held.v, allowed);
+  };
+  return ops;
 }
 
 // ---- norms ----
@@ -169,22 +202,26 @@ std::vector<Backend> variant_backends() {
                          "attention through at::scaled_dot_product_attention with PyTorch's own dispatch (is_causal for "
                          "plain causal layers, a boolean mask otherwise; rows that see no key return 0)");
   sdpa.ops.attention = sdpa_attention;
+  sdpa.kv_cache = decode_through<sdpa_core>();
   // SDPA's CUDA backward kernels may accumulate with atomics: no claim of determinism.
   sdpa.capabilities.deterministic = false;
   out.push_back(std::move(sdpa));
 
   Backend fp32 = variant("variant-fp32-attention", "attention computed wholly in fp32 and rounded once");
-  fp32.ops.attention = fp32_attention;
+  fp32.ops.attention = square<fp32_core>;
+  fp32.kv_cache = decode_through<fp32_core>();
   out.push_back(std::move(fp32));
 
   Backend online = variant("variant-online-softmax",
                            "FlashAttention-style online softmax over 16-key blocks: fp32 scores, probabilities rounded "
                            "to the dtype before P.V, one division at the end");
-  online.ops.attention = online_softmax_attention;
+  online.ops.attention = square<online_softmax_core>;
+  online.kv_cache = decode_through<online_softmax_core>();
   out.push_back(std::move(online));
 
   Backend per_head = variant("variant-per-head-attention", "the eager attention one query head at a time (other GEMM shapes)");
-  per_head.ops.attention = per_head_attention;
+  per_head.ops.attention = square<per_head_core>;
+  per_head.kv_cache = decode_through<per_head_core>();
   out.push_back(std::move(per_head));
 
   Backend aten_norm = variant("variant-aten-rms-norm", "RMSNorm through PyTorch's at::rms_norm");
@@ -208,6 +245,12 @@ std::vector<Backend> variant_backends() {
   Backend moe = variant("variant-moe-fp32-accumulate", "MoE experts' weighted sum accumulated in fp32, rounded once");
   moe.ops.moe_experts = fp32_accumulate_moe_experts;
   out.push_back(std::move(moe));
+
+  Backend paged = variant("variant-paged-kv-cache",
+                          "decoding through a paged KV cache (pages of 4 tokens from a shared pool, sliding layers "
+                          "give pages back) with a split-K attention: per-page fp32 softmax partials combined once");
+  paged.kv_cache = paged_kv_cache_ops();
+  out.push_back(std::move(paged));
 
   return out;
 }

@@ -12,6 +12,7 @@
 #include "golden/baseline.h"
 #include "golden/candidate.h"
 #include "golden/catalogue.h"
+#include "golden/decode_golden.h"
 #include "golden/golden_file.h"
 #include "golden/model_cases.h"
 #include "golden/verify.h"
@@ -130,6 +131,17 @@ int generate_command(const std::vector<std::string>& argv) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// A decode golden (FORMAT.md, "Decode goldens"): the reference decodes the case's checkpoint.
+bool verify_decode_file(const std::string& path, const torch::Device& device, bool quiet) {
+  const golden::DecodeGolden g = golden::read_decode_golden(path);
+  const golden::VerifyReport report = golden::verify_decode_golden(g, device);
+  const bool pass = report.pass();
+  std::cout << (pass ? "PASS " : "FAIL ") << path << "  case " << g.name << ", decode, f32, " << g.generator << ": "
+            << report.checks.size() - report.failures() << "/" << report.checks.size() << " tensors pass\n";
+  if (!quiet || !pass) print_verify_table(report);
+  return pass;
+}
+
 int verify_command(const std::vector<std::string>& argv) {
   const std::vector<Option> options = {
       {"device", "cpu|cuda", "device to recompute on (default cpu)"},
@@ -142,7 +154,10 @@ int verify_command(const std::vector<std::string>& argv) {
                   "fp32 files against expected/ (max_abs <= 1e-4 max|expected|, cosine >= 0.99999); bf16/f16 files\n"
                   "against truth/, max_abs and RMS each within a factor of the baseline family's largest error plus\n"
                   "the dtype's unit roundoff times the truth's scale. Every value must be finite. Exit 1 if any\n"
-                  "tensor fails or any file cannot be read (damaged, truncated, wrong version, NaN).",
+                  "tensor fails or any file cannot be read (damaged, truncated, wrong version, NaN).\n"
+                  "A decode golden (kind decode) is decoded from its case's checkpoint in f32: teacher-forced scores\n"
+                  "and prompt caches (whole prompt, and in chunks of 5) under the fp32 rule, and generate's tokens,\n"
+                  "cached and uncached, equal to the golden's.",
                   options, argv)) {
     return 0;
   }
@@ -151,6 +166,10 @@ int verify_command(const std::vector<std::string>& argv) {
   int failed_files = 0;
   for (const std::string& path : args.positional()) {
     try {
+      if (golden::is_decode_golden(path)) {
+        failed_files += verify_decode_file(path, device, args.has("quiet")) ? 0 : 1;
+        continue;
+      }
       const GoldenCase g = golden::read_untrusted_golden(path);
       const golden::VerifyReport report = golden::verify_golden(g, device);
       const bool pass = report.pass();

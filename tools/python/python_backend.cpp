@@ -53,7 +53,7 @@ py::object to_python(const torch::Tensor& t) { return t.defined() ? py::cast(t) 
 void replace_ops(LayerOps& ops, const std::string& backend, const py::dict& given) {
   for (const auto& [key, value] : given) {
     const std::string op = py::str(key);
-    if (value.is_none()) continue;
+    if (value.is_none() || op.rfind("cache_", 0) == 0) continue;  // the cache ops: cache_ops()
     if (!PyCallable_Check(value.ptr())) throw Error("backend '" + backend + "': op " + op + " is not callable");
     const auto fn = std::make_shared<Callable>(backend, op, value);
     if (op == "rms_norm") {
@@ -91,9 +91,66 @@ void replace_ops(LayerOps& ops, const std::string& backend, const py::dict& give
       };
     } else {
       throw Error("backend '" + backend + "': unknown op '" + op +
-                  "' (rms_norm, qk_norm_rope, attention, geglu, moe_experts)");
+                  "' (rms_norm, qk_norm_rope, attention, geglu, moe_experts, cache_make, cache_update, "
+                  "cache_attention, cache_contents)");
     }
   }
+}
+
+// A cache made by a Python backend's cache_make: the Python object, released with the GIL held
+// (the suite destroys caches on threads that do not hold it).
+struct PythonCache : LayerKvCache {
+  explicit PythonCache(py::object o) : object(std::move(o)) {}
+  ~PythonCache() override {
+    py::gil_scoped_acquire gil;
+    object = py::object();
+  }
+  py::object object;
+};
+
+const py::object& python_cache(const LayerKvCache& cache) { return dynamic_cast<const PythonCache&>(cache).object; }
+
+// The four cache callables, all or none: cache_make(spec) -> any object; cache_update(cache, k, v,
+// start); cache_attention(q, cache, spec) -> [B, c, Hq*D]; cache_contents(cache) -> (k, v, first).
+KvCacheOps cache_ops(const std::string& backend, const py::dict& given) {
+  const char* names[] = {"cache_make", "cache_update", "cache_attention", "cache_contents"};
+  std::vector<std::shared_ptr<Callable>> fns;
+  std::string missing;
+  for (const char* name : names) {
+    if (!given.contains(name) || given[name].is_none()) {
+      missing += std::string(missing.empty() ? "" : ", ") + name;
+      continue;
+    }
+    const py::object fn = given[name];
+    if (!PyCallable_Check(fn.ptr())) throw Error("backend '" + backend + "': op " + name + " is not callable");
+    fns.push_back(std::make_shared<Callable>(backend, name, fn));
+  }
+  if (fns.empty()) return {};
+  if (!missing.empty()) throw Error("backend '" + backend + "': a KV cache needs all four cache ops; missing " + missing);
+  KvCacheOps ops;
+  ops.make = [fn = fns[0]](const CacheSpec& spec) -> std::unique_ptr<LayerKvCache> {
+    py::gil_scoped_acquire gil;
+    return std::make_unique<PythonCache>((*fn)(spec));
+  };
+  ops.update = [fn = fns[1]](LayerKvCache& cache, const torch::Tensor& k, const torch::Tensor& v, int64_t start) {
+    py::gil_scoped_acquire gil;
+    (*fn)(python_cache(cache), k, v, start);
+  };
+  ops.attention = [fn = fns[2]](const torch::Tensor& q, const LayerKvCache& cache, const DecodeAttentionSpec& spec) {
+    py::gil_scoped_acquire gil;
+    return fn->tensor((*fn)(q, python_cache(cache), spec), "the decode attention output");
+  };
+  ops.contents = [fn = fns[3]](const LayerKvCache& cache) {
+    py::gil_scoped_acquire gil;
+    const py::object out = (*fn)(python_cache(cache));
+    if (!py::isinstance<py::sequence>(out) || py::len(out) != 3) {
+      throw Error("python op cache_contents must return (k, v, first): k, v [B, Hkv, T, D], first an int");
+    }
+    const py::sequence kvf = out;
+    return CacheContents{fn->tensor(kvf[0], "the cached keys"), fn->tensor(kvf[1], "the cached values"),
+                         kvf[2].cast<int64_t>()};
+  };
+  return ops;
 }
 
 impl::Capabilities capabilities_from(const std::string& backend, const py::dict& given) {
@@ -141,11 +198,31 @@ impl::Backend make_backend(const std::string& name, const std::string& descripti
   b.kind = impl::BackendKind::kPlugin;  // nothing is expected of it: the suite decides
   b.ops = reference_layer_ops();
   replace_ops(b.ops, name, ops);
+  b.kv_cache = cache_ops(name, ops);
   b.capabilities = capabilities_from(name, capabilities);
   return b;
 }
 
 void bind_op_arguments(py::module_& m) {
+  py::class_<CacheSpec>(m, "CacheSpec", "What cache_make is told: one storing layer's cache (reference/kv_cache.h).")
+      .def_readonly("layer", &CacheSpec::layer)
+      .def_property_readonly("layer_type", [](const CacheSpec& s) { return layer_type_name(s.type); })
+      .def_readonly("batch", &CacheSpec::batch)
+      .def_readonly("kv_heads", &CacheSpec::kv_heads)
+      .def_readonly("head_dim", &CacheSpec::head_dim)
+      .def_readonly("window", &CacheSpec::window, "sliding layers: a query sees the last `window` indices; 0: all")
+      .def_readonly("capacity", &CacheSpec::capacity, "the most token indices the run reaches")
+      .def_property_readonly("dtype", [](const CacheSpec& s) { return golden::dtype_name(s.dtype); }, "f32, bf16 or f16")
+      .def_property_readonly("device", [](const CacheSpec& s) { return s.device.str(); });
+  py::class_<DecodeAttentionSpec>(m, "DecodeAttentionSpec",
+                                  "What cache_attention is told about the step's mask (reference/kv_cache.h).")
+      .def_property_readonly("layer_type", [](const DecodeAttentionSpec& s) { return layer_type_name(s.type); })
+      .def_readonly("sliding_window", &DecodeAttentionSpec::sliding_window,
+                    "query index i sees key indices i - window + 1 .. i (sliding layers)")
+      .def_readonly("start", &DecodeAttentionSpec::start, "the index of the step's first query")
+      .def_property_readonly("padding", [](const DecodeAttentionSpec& s) { return to_python(s.padding); },
+                             "[B, start + c] int64 over every index so far: 1 token, 0 padding (applies to keys)")
+      .def_readonly("kv_shared", &DecodeAttentionSpec::kv_shared, "the layer reads its source layer's cache");
   py::class_<AttentionSpec>(m, "AttentionSpec",
                             "What an attention op is told about its mask (reference/ops.h AttentionSpec).")
       .def_property_readonly("layer_type", [](const AttentionSpec& s) { return layer_type_name(s.type); },

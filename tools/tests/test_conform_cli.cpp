@@ -196,7 +196,8 @@ TEST(ConformCli, BackendsMatrix) {
     return row.substr(row.rfind("  ") + 2);
   };
   EXPECT_EQ(replaces("reference"), "none") << rows["reference"];
-  EXPECT_EQ(replaces("variant-sdpa"), "attention") << rows["variant-sdpa"];
+  EXPECT_EQ(replaces("variant-sdpa"), "attention,kv_cache") << rows["variant-sdpa"];
+  EXPECT_EQ(replaces("variant-paged-kv-cache"), "kv_cache") << rows["variant-paged-kv-cache"];
   EXPECT_EQ(replaces("variant-aten-rms-norm"), "rms_norm") << rows["variant-aten-rms-norm"];
   EXPECT_EQ(replaces("faulty-thread-local-kv"), "kv_handoff") << rows["faulty-thread-local-kv"];
   EXPECT_NE(rows["example-plugin"].find("unknown (plugin)"), std::string::npos) << r.out;
@@ -205,7 +206,7 @@ TEST(ConformCli, BackendsMatrix) {
 
 TEST(ConformCli, BadPluginsAndOptionsGiveOneLineErrors) {
   expect_one_line_error(run_cli(std::string("conform --backend-lib ") + GEMMA4_WRONG_ABI_PLUGIN), 1,
-                        "plugin ABI version 3, this gemma4-conform needs 2");
+                        "plugin ABI version 4, this gemma4-conform needs 3");
   expect_one_line_error(run_cli("conform --backend-lib /lib/x86_64-linux-gnu/libm.so.6"), 1, "no symbol gemma4_plugin_entry");
   expect_one_line_error(run_cli("conform --backend-lib /nonexistent.so"), 1, "cannot load the backend plugin");
   expect_one_line_error(run_cli("conform --backend nope"), 1, "unknown backend 'nope'");

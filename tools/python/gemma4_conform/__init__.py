@@ -32,16 +32,20 @@ if torch.__version__.split("+")[0] != _BUILT_WITH:
 from . import _core  # noqa: E402
 from .model_under_test import NotSupported  # noqa: E402  (raised by a conform-model factory)
 
-__all__ = ["Backend", "Capabilities", "AttentionSpec", "RopeTable", "Golden", "Verdict", "ConformResult",
+__all__ = ["Backend", "Capabilities", "AttentionSpec", "RopeTable", "CacheSpec", "DecodeAttentionSpec", "Golden", "Verdict", "ConformResult",
            "read_golden", "judge", "conform", "run_cli", "OPS", "NotSupported"]
 
 AttentionSpec = _core.AttentionSpec  # what an attention op receives as `spec`
+CacheSpec = _core.CacheSpec  # what cache_make receives
+DecodeAttentionSpec = _core.DecodeAttentionSpec  # what cache_attention receives as `spec`
 RopeTable = _core.RopeTable          # what qk_norm_rope receives as `rope` (.cos, .sin: [S, D], or [B, S, D] per row)
 Golden = _core.Golden
 Verdict = _core.CheckResult
 
-# The ops a backend may replace, with the contracts of reference/layer_ops.h.
-OPS = ("rms_norm", "qk_norm_rope", "attention", "geglu", "moe_experts")
+# The ops a backend may replace, with the contracts of reference/layer_ops.h, then the KV cache ops
+# of decoding (reference/kv_cache.h; all four or none).
+OPS = ("rms_norm", "qk_norm_rope", "attention", "geglu", "moe_experts",
+       "cache_make", "cache_update", "cache_attention", "cache_contents")
 DTYPES = ("f32", "bf16", "f16")
 DEVICES = ("cpu", "cuda")
 
@@ -90,6 +94,14 @@ class Backend:
           spec.layer_type, .sliding_window, .bidirectional, .padding (None or [B,S] int64, 1 = token)
       geglu(gate, up) -> gelu_tanh(gate) * up
       moe_experts(x, top_index, top_weights, gate_up_proj, down_proj) -> [T, H]
+    Decoding with a KV cache (reference/kv_cache.h; all four, or none for the reference's cache):
+      cache_make(spec) -> any object: one storing layer's cache; spec.layer, .layer_type, .batch, .kv_heads,
+          .head_dim, .window (sliding: a query sees the last `window` indices; 0: all), .capacity, .dtype, .device
+      cache_update(cache, k, v, start): the step's k, v [B,Hkv,c,D] (after norm and RoPE) at indices start..
+      cache_attention(q, cache, spec) -> [B, c, Hq*D]: the step's q [B,c,Hq,D] against the updated cache,
+          scale 1, fp32 softmax; spec.layer_type, .sliding_window, .start, .padding ([B, start+c] int64,
+          1 = token), .kv_shared (the cache is the source layer's, already updated this step)
+      cache_contents(cache) -> (k, v, first): what it holds, [B,Hkv,T,D] oldest first, first = index of entry 0
     """
 
     name: str
@@ -98,6 +110,10 @@ class Backend:
     rms_norm: Optional[Callable] = None
     geglu: Optional[Callable] = None
     moe_experts: Optional[Callable] = None
+    cache_make: Optional[Callable] = None
+    cache_update: Optional[Callable] = None
+    cache_attention: Optional[Callable] = None
+    cache_contents: Optional[Callable] = None
     capabilities: Union[Capabilities, Mapping, None] = None
     description: str = ""
 

@@ -75,13 +75,76 @@ def moe_experts(x, top_index, top_weights, gate_up_proj, down_proj):
     return out
 
 
+class RingCache:
+    """A cache preallocated as an inference engine does and written in place: a global layer's holds
+    `capacity` slots, a sliding layer's a ring of `window` slots (index t in slot t % window), all
+    the next step needs. A step's queries see the entries held before it plus the step's own K/V, so
+    a prefill chunk longer than the ring still sees every key of its window."""
+
+    def __init__(self, spec):
+        dtype = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[spec.dtype]
+        self.slots = spec.capacity if spec.window == 0 else min(spec.capacity, spec.window)
+        shape = (spec.batch, spec.kv_heads, self.slots, spec.head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=spec.device)
+        self.v = torch.zeros_like(self.k)
+        self.length = 0
+        self.step = None  # (k, v, first): what the last step's queries see
+
+    def update(self, k, v, start):
+        assert start == self.length, (start, self.length)
+        old_k, old_v, first = self.held()
+        self.step = torch.cat([old_k, k], 2), torch.cat([old_v, v], 2), first
+        index = torch.arange(start, start + k.shape[2], device=k.device) % self.slots
+        self.k[:, :, index] = k
+        self.v[:, :, index] = v
+        self.length = start + k.shape[2]
+
+    def held(self):
+        """(k, v, first): the indices still in the ring, oldest first."""
+        first = max(0, self.length - self.slots)
+        index = torch.arange(first, self.length, device=self.k.device) % self.slots
+        return self.k[:, :, index], self.v[:, :, index], first
+
+
+def cache_attention(q, cache, spec, window_shift=0):
+    # A KV-shared layer reads its source's cache after the source's update of this step.
+    k, v, first = cache.step
+    B, c, Hq, D = q.shape
+    i = torch.arange(spec.start, spec.start + c, device=q.device)[:, None]
+    j = torch.arange(first, first + k.shape[2], device=q.device)[None, :]
+    allowed = j <= i
+    if spec.layer_type == "sliding_attention":
+        allowed = allowed & (i - j < spec.sliding_window + window_shift)
+    allowed = allowed[None, None] & spec.padding[:, first:first + k.shape[2]].to(q.device, torch.bool)[:, None, None, :]
+    mask = torch.zeros(allowed.shape, dtype=q.dtype, device=q.device).masked_fill(~allowed, torch.finfo(q.dtype).min)
+    group = Hq // k.shape[1]
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.repeat_interleave(group, 1),
+                                         v.repeat_interleave(group, 1), attn_mask=mask, scale=1.0)
+    return out.transpose(1, 2).reshape(B, c, Hq * D)
+
+
+CACHE_OPS = dict(cache_make=RingCache, cache_update=lambda cache, k, v, start: cache.update(k, v, start),
+                 cache_attention=cache_attention, cache_contents=lambda cache: cache.held())
+
+
 def correct():
     """Every op replaced by plain PyTorch: must pass the whole suite in every dtype. No claim of
     determinism: SDPA's CUDA backward (memory-efficient kernel, chosen for a float mask) accumulates
     dQ with atomics, and the determinism check on an H200 failed this backend while it claimed it."""
     return gc.Backend("python-all-ops", rms_norm=rms_norm, qk_norm_rope=qk_norm_rope, attention=sdpa_attention,
                       geglu=geglu, moe_experts=moe_experts, capabilities=gc.Capabilities(deterministic=False),
-                      description="every op in plain PyTorch (SDPA attention)")
+                      description="every op in plain PyTorch (SDPA attention, a ring-buffer KV cache)", **CACHE_OPS)
+
+
+def decode_window_plus_one():
+    """faulty: the step's queries see one key older than their window (the decode category must catch it)."""
+    return gc.Backend("python-decode-window-plus-one", **dict(
+        CACHE_OPS, cache_attention=lambda q, cache, spec: cache_attention(q, cache, spec, window_shift=1)))
+
+
+def cache_ops_incomplete():
+    """Three of the four cache ops: refused with the missing one named."""
+    return gc.Backend("python-cache-incomplete", **{k: v for k, v in CACHE_OPS.items() if k != "cache_contents"})
 
 
 def window_off_by_one():

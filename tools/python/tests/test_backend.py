@@ -25,7 +25,7 @@ def test_plain_pytorch_ops_pass_the_whole_suite(tmp_path, dtype):
     proc, report = conform(tmp_path, "python_backends:correct", "--dtype", dtype)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     categories = {r["category"] for r in report["results"] if r["status"] == "pass"}
-    assert {"golden", "op_sweep", "finite_grads", "multithreaded_recompute", "memory_flatness"} <= categories
+    assert {"golden", "op_sweep", "finite_grads", "multithreaded_recompute", "memory_flatness", "decode"} <= categories
     threads = [r for r in report["results"] if r["category"] == "multithreaded_recompute"]
     assert any("two" in r["test"] for r in threads), "two models in two threads must have run"
     assert report["backend"] == "python-all-ops"
@@ -38,6 +38,7 @@ FAULTY = [
     ("one_plus_w_norm", "rms_norm", "golden"),
     ("interleaved_rope", "qk_norm_rope", "golden|op_sweep"),
     ("moe_gate_up_swapped", "moe_experts", "golden"),
+    ("decode_window_plus_one", "cache_attention", "decode"),
 ]
 
 
@@ -65,6 +66,7 @@ def test_an_op_that_returns_no_tensor_is_named(tmp_path):
 @pytest.mark.parametrize("spec,message", [
     ("python_backends:factory_raises", "factory_raises() raised RuntimeError: no GPU here"),
     ("python_backends:not_a_backend", "returned int, not gemma4_conform.Backend"),
+    ("python_backends:cache_ops_incomplete", "a KV cache needs all four cache ops; missing cache_contents"),
     ("python_backends:missing", "has no attribute 'missing'"),
     ("no_such_module_here:backend", "cannot import no_such_module_here"),
     ("python_backends", None),  # no colon: an in-tree backend name, which the CLI refuses
