@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
     gemma4::bench::register_elementwise_benchmarks(suite);
     gemma4::bench::register_moe_benchmarks(suite);
     gemma4::bench::register_layer_benchmarks(suite);
+    gemma4::bench::register_decode_benchmarks(suite);
     gemma4::bench::add_run_context(repetitions);
     benchmark::RunSpecifiedBenchmarks();
     gemma4::bench::drop_cached_case();  // before static destruction, while CUDA is up

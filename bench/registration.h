@@ -37,5 +37,6 @@ void register_elementwise_benchmarks(const Suite& suite);
 void register_moe_benchmarks(const Suite& suite);
 void register_layer_benchmarks(const Suite& suite);
 void register_ceilings();
+void register_decode_benchmarks(const Suite& suite);
 
 }  // namespace gemma4::bench

@@ -94,5 +94,6 @@ std::vector<Check> memory_flatness_checks(const SuiteOptions& options);
 std::vector<Check> determinism_checks(const SuiteOptions& options);
 std::vector<Check> bad_input_checks(const SuiteOptions& options);
 std::vector<Check> decode_checks(const SuiteOptions& options);
+std::vector<Check> decode_kernel_checks();  // decode/kernel/*, part of decode_checks
 
 }  // namespace gemma4::conformance

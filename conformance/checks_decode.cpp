@@ -10,6 +10,7 @@
 //    the golden's tokens teacher-forced, prompt in one piece; each step's scores against
 //    transformers', and what each storing layer's cache holds after the prompt against
 //    transformers' cache (padding entries don't-care).
+//  - kernel/<geometry>: the KV cache ops alone at the released head dims (checks_decode_kernel.cpp).
 // Rule (golden/tolerance.h): f32, check_fp32 against the truth. bf16/f16, the family rule against
 // the fp32 truth, with FORMAT.md's baseline family run the same way in the same dtype: the
 // reference's full forward without a cache, its cached decode, and the cached decode of every
@@ -77,8 +78,6 @@ std::vector<Decoder> family_decoders(const SuiteOptions& o, int64_t chunk, KvKey
   return family;
 }
 
-using Members = std::vector<std::pair<std::string, Tensor>>;  // a family member's name and its result
-
 // The full forward (no cache) over every token of `tokens` at decoding's positions: its logits
 // (float32, CPU) and each MoE layer's router logits.
 struct FullForward {
@@ -127,20 +126,6 @@ void record_ties(Reporter& r, const Tensor& ties, const Tensor& real) {
                (n == all ? "; nothing is judged in this dtype (f32 judges every token)" : ""));
 }
 
-// The verdict of `candidate` against `truth`: check_fp32 in f32, else the family rule with the
-// larger error of the family's runs.
-golden::Verdict judge(const Tensor& candidate, const Tensor& truth, const Members& family, const Tensor& judged,
-                      torch::ScalarType dtype) {
-  if (dtype == torch::kFloat32) return golden::check_fp32(candidate, truth, judged);
-  golden::BaselineError b;
-  for (const auto& [name, result] : family) {
-    const golden::Metrics m = golden::measure(result, truth, judged);
-    if (m.max_abs >= b.max_abs) b.max_abs = m.max_abs, b.max_abs_by = name;
-    if (m.rms >= b.rms) b.rms = m.rms, b.rms_by = name;
-  }
-  return golden::check_reduced_precision(candidate, truth, b, dtype, judged);
-}
-
 void check_equivalence(const std::string& name, const SuiteOptions& o, Reporter& r) {
   const TinyModel tiny = tiny_model(name, o);
   const std::string why = unsupported(o, tiny.config);
@@ -167,7 +152,7 @@ void check_equivalence(const std::string& name, const SuiteOptions& o, Reporter&
     family.emplace_back(d.name, decode_logits(model, tokens, prompt_mask, kPrompt, d.options));
   }
   if (!family.empty()) family.emplace_back("reference full forward", same_dtype.logits);
-  r.record("logits", judge(candidate, truth.logits, family, judged, o.dtype));
+  r.record("logits", family_verdict(candidate, truth.logits, family, judged, o.dtype));
 }
 
 // The golden's judged positions of `name` less the near-tie tokens: scores [N, B, V] by the token
@@ -214,7 +199,7 @@ void check_transformers(const std::string& path, const SuiteOptions& o, Reporter
     for (const auto& [member, results] : family) {
       if (results.count(name)) members.emplace_back(member, results.at(name));
     }
-    r.record(name, judge(candidate.at(name), expected, members, judged, o.dtype));
+    r.record(name, family_verdict(candidate.at(name), expected, members, judged, o.dtype));
   }
 }
 
@@ -233,6 +218,7 @@ std::vector<Check> decode_checks(const SuiteOptions& o) {
     checks.push_back({Category::kDecode, "transformers/" + name,
                       [path](const SuiteOptions& o, Reporter& r) { check_transformers(path, o, r); }});
   }
+  for (Check& c : decode_kernel_checks()) checks.push_back(std::move(c));
   return checks;
 }
 

@@ -127,6 +127,18 @@ std::vector<golden::FamilyMember> baseline_family(const torch::Device& device, t
   return family;
 }
 
+golden::Verdict family_verdict(const torch::Tensor& candidate, const torch::Tensor& truth, const Members& family,
+                               const torch::Tensor& judged, torch::ScalarType dtype) {
+  if (dtype == torch::kFloat32) return golden::check_fp32(candidate, truth, judged);
+  golden::BaselineError b;
+  for (const auto& [name, result] : family) {
+    const golden::Metrics m = golden::measure(result, truth, judged);
+    if (m.max_abs >= b.max_abs) b.max_abs = m.max_abs, b.max_abs_by = name;
+    if (m.rms >= b.rms) b.rms = m.rms, b.rms_by = name;
+  }
+  return golden::check_reduced_precision(candidate, truth, b, dtype, judged);
+}
+
 std::string error_message(const std::exception_ptr& error) {
   std::string s;
   try {

@@ -38,6 +38,14 @@ void record_comparison(Reporter& reporter, const std::string& label, const golde
                        const golden::TensorMap& reference, const golden::TensorMap& truth, const golden::TensorMap& judged,
                        torch::ScalarType dtype, bool bitwise);
 
+// A family member's name and its result on one tensor.
+using Members = std::vector<std::pair<std::string, torch::Tensor>>;
+// `candidate` against `truth` on the judged positions: check_fp32 in f32, else the reduced-
+// precision rule with the largest errors of `family` (results computed the same way by the
+// baseline family's members, in the same dtype).
+golden::Verdict family_verdict(const torch::Tensor& candidate, const torch::Tensor& truth, const Members& family,
+                               const torch::Tensor& judged, torch::ScalarType dtype);
+
 // One row per dataset of a golden judgement (golden::judge): its verdict, or why it could not be judged.
 void report(const golden::VerifyReport& verdicts, Reporter& reporter);
 

@@ -6,6 +6,7 @@
 
 #include "impl/cuda/attention_op.h"
 #include "impl/cuda/elementwise_ops.h"
+#include "impl/cuda/kv_cache_op.h"
 #include "reference/error.h"
 
 namespace gemma4::impl {
@@ -49,6 +50,8 @@ Backend cuda_backend(cuda::DqOrder dq_order) {
       throw Error("GEMMA4_CUDA_OPS: unknown op '" + op + "' (known: attention, qk_norm_rope, geglu)");
     }
   }
+  // Decoding: preallocated caches (a ring on sliding layers) and the split-K decode kernel.
+  b.kv_cache = cuda::kv_cache_ops();
   return b;
 }
 
