@@ -20,12 +20,13 @@ struct RowShape {
 struct NormRopeForwardArgs {
   const void* x;           // [B, S, H, D]
   const float* weight;     // [D], or null: no scale (v_norm)
-  const void* cos;         // [S, D] in x's dtype, or null: no RoPE
-  const void* sin;         // [S, D], null with cos
+  const void* cos;         // [S, D] in x's dtype ([B, S, D] with per_token_rope), or null: no RoPE
+  const void* sin;         // as cos, null with cos
   void* y;                 // [B, S, H, D], or [B, H, S, D] when transposed
   void* y_unscaled;        // or null: also rms(x) alone, as y is laid out (K=V: v from the raw key)
   bool transposed;
   float eps;
+  bool per_token_rope;     // cos and sin are [B, S, D], each batch row its own positions (decoding)
 };
 
 struct NormRopeBackwardArgs {
@@ -39,6 +40,7 @@ struct NormRopeBackwardArgs {
   float eps;
   void* dx;                   // [B, S, H, D]
   float* dweight_partial;     // [norm_rope_backward_blocks(shape), D] per-block sums, or null
+  bool per_token_rope;        // as the forward's
 };
 
 cudaError_t norm_rope_forward(DType dtype, const RowShape& shape, const NormRopeForwardArgs& args,

@@ -74,7 +74,8 @@ variable_list launch_forward(const Tensor& x, const Tensor& weight32, const Tens
   const Tensor y = at::empty(out_shape, x.options());
   const Tensor y_unscaled = with_unscaled ? at::empty(out_shape, x.options()) : Tensor();
   const NormRopeForwardArgs args{data_ptr(x),   float_ptr(weight32),     data_ptr(cos), data_ptr(sin),
-                                 y.data_ptr(), mutable_ptr(y_unscaled), transposed,    static_cast<float>(eps)};
+                                 y.data_ptr(), mutable_ptr(y_unscaled), transposed,    static_cast<float>(eps),
+                                 cos.defined() && cos.dim() == 3};
   C10_CUDA_CHECK(norm_rope_forward(kernel_dtype(x), shape, args, at::cuda::getCurrentCUDAStream(x.get_device())));
   return with_unscaled ? variable_list{y, y_unscaled} : variable_list{y};
 }
@@ -101,7 +102,8 @@ std::pair<Tensor, Tensor> launch_backward(const Tensor& x, const Tensor& weight3
                                   transposed,
                                   static_cast<float>(eps),
                                   mutable_ptr(dx),
-                                  weight_grad ? partial.data_ptr<float>() : nullptr};
+                                  weight_grad ? partial.data_ptr<float>() : nullptr,
+                                  cos.defined() && cos.dim() == 3};
   C10_CUDA_CHECK(norm_rope_backward(kernel_dtype(x), shape, args, at::cuda::getCurrentCUDAStream(x.get_device())));
   // The per-block partial sums reduced in a fixed order: the weight gradient is deterministic.
   return {dx, weight_grad ? partial.sum(0) : Tensor()};
@@ -179,19 +181,20 @@ struct Geglu : torch::autograd::Function<Geglu> {
 QkvOutputs fused_qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                               const Tensor& k_norm, const RopeTable& rope, double eps) {
   constexpr const char* kOp = "fused_qk_norm_rope";
-  // Per-row positions (batched decoding): the kernel reads rows 0..S-1 of the table; the eager op
-  // gathers each token's row.
-  if (rope.positions.defined()) return reference_layer_ops().qk_norm_rope(q, k, v, q_norm, k_norm, rope, eps);
   check_activation(kOp, "q", q, q);
   TORCH_CHECK(q.dim() == 4, kOp, ": 'q' must be [B, S, Hq, D], got shape ", q.sizes());
   const int64_t B = q.size(0), S = q.size(1), D = q.size(3);
   // RoPE pairs d with d + D/2; one warp holds a row of at most 512 (the global head dim).
   TORCH_CHECK(D > 0 && D % 2 == 0 && D <= 512, kOp, ": head dim ", D, " of 'q' must be even and at most 512");
   check_norm_weight("q_norm", q_norm, q);
-  check_activation(kOp, "rope.cos", rope.cos, q);
-  check_activation(kOp, "rope.sin", rope.sin, q);
-  check_shape("rope.cos", rope.cos, {S, D});
-  check_shape("rope.sin", rope.sin, {S, D});
+  // The tokens' table rows: [S, D], or [B, S, D] when each batch row has its own positions
+  // (decoding a padded batch); the kernel reads the latter per token.
+  const RopeTable rows = rope_rows(rope);
+  check_activation(kOp, "rope.cos", rows.cos, q);
+  check_activation(kOp, "rope.sin", rows.sin, q);
+  const std::vector<int64_t> table = rope.positions.defined() ? std::vector<int64_t>{B, S, D} : std::vector<int64_t>{S, D};
+  check_shape("rope.cos", rows.cos, table);
+  check_shape("rope.sin", rows.sin, table);
   if (k.defined()) {
     check_activation(kOp, "k", k, q);
     TORCH_CHECK(k.dim() == 4 && k.size(0) == B && k.size(1) == S && k.size(3) == D, kOp, ": 'k' has shape ",
@@ -205,7 +208,7 @@ QkvOutputs fused_qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v,
     check_shape("v", v, k.sizes());
   }
 
-  const Tensor cos = rope.cos.contiguous(), sin = rope.sin.contiguous();
+  const Tensor cos = rows.cos.contiguous(), sin = rows.sin.contiguous();
   QkvOutputs out;
   out.q = NormRope::apply(q, q_norm, cos, sin, eps, /*transposed=*/false, /*with_unscaled=*/false)[0];
   if (!k.defined()) return out;  // a KV-shared layer: q only

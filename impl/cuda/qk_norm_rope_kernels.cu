@@ -123,12 +123,15 @@ struct RopeRow {
 // takes one token at a time and all its heads, so the token's RoPE entries are loaded once for
 // them. The loops are uniform over the warp, as the shuffles in `row` need; `valid` says whether
 // the lane's row slot holds a head, to guard its memory accesses.
+// With per_token_rope the table is [B, S, D], one row per token (b * S + s), so a batch row's own
+// positions; otherwise [S, D], row s for every batch row.
 template <typename T, int V, typename Row>
 __device__ inline void for_each_row(const RowShape& shape, const LanePlace& lane, const T* cos, const T* sin,
-                                    bool transposed, int chunks, const Row& row) {
+                                    bool transposed, bool per_token_rope, int chunks, const Row& row) {
   const int64_t half = shape.head_dim / 2, tokens = num_tokens(shape);
   for (int64_t token = lane.first; token < tokens; token += lane.stride) {
-    const RopeRow<T, V> rope(cos, sin, row_offsets(token, 0, shape, false).rope, half, lane, chunks);
+    const int64_t rope_at = per_token_rope ? token * shape.head_dim : row_offsets(token, 0, shape, false).rope;
+    const RopeRow<T, V> rope(cos, sin, rope_at, half, lane, chunks);
     for (int64_t head0 = 0; head0 < shape.heads; head0 += lane.rows_per_warp) {
       const int64_t head = head0 + lane.slot;
       row(rope, row_offsets(token, head, shape, transposed), head < shape.heads);
@@ -197,7 +200,7 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
       store<T, V>(y + at.out + half + d, hi[i]);
     }
   };
-  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, chunks, row);
+  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, a.per_token_rope, chunks, row);
 }
 
 // With xhat = x * rstd, n = xhat * w and y = rope(n):
@@ -283,7 +286,7 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_backward_kernel(RowShap
       store<T, V>(dx + at.in + half + c * V, g_hi[i]);
     }
   };
-  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, chunks, row);
+  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, a.per_token_rope, chunks, row);
 
   if (!a.dweight_partial) return;
   // dw summed in a fixed order: over the warp's row slots (shuffles), then over the block's warps
