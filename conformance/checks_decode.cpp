@@ -140,7 +140,9 @@ void check_equivalence(const std::string& name, const SuiteOptions& o, Reporter&
                       golden::weights_from_map(tiny.config, golden::weights_to_map(tiny.config, tiny.weights),
                                                torch::kFloat32, o.device));
   const FullForward truth = full_forward(model32, tokens, prompt_mask);
-  const FullForward same_dtype = full_forward(model, tokens, prompt_mask);
+  // The same-dtype full forward serves the family and the near-ties, which f32 has neither of.
+  const bool reduced = o.dtype != torch::kFloat32;
+  const FullForward same_dtype = reduced ? full_forward(model, tokens, prompt_mask) : FullForward{};
   const Tensor ties = near_ties(truth, same_dtype, tiny.config.top_k_experts, o.dtype);
   if (tiny.config.enable_moe_block) record_ties(r, ties, real);
   const Tensor judged = (real & ~ties).to(at::kLong).unsqueeze(-1);  // [B, T, 1]
@@ -161,7 +163,7 @@ Tensor judged_without_ties(const golden::DecodeGolden& g, const std::string& nam
   const int64_t S = g.prompt_length(), N = g.max_new_tokens;
   const Tensor keep = ~ties;  // [B, S + N]
   if (name == "scores") return keep.slice(1, S - 1, S - 1 + N).transpose(0, 1).unsqueeze(-1).to(at::kLong);
-  const int64_t first = g.cache_first.at(std::stoi(name.substr(name.find('.') + 1)));
+  const int64_t first = g.cache_first.at(golden::cache_layer(name));
   const int64_t entries = g.expected.at(name).size(2);
   Tensor judged = keep.slice(1, first, first + entries).view({keep.size(0), 1, entries, 1}).to(at::kLong);
   const auto file_mask = g.judged.find(name);
@@ -180,10 +182,13 @@ void check_transformers(const std::string& path, const SuiteOptions& o, Reporter
     family.emplace_back(d.name, golden::decode_candidate(g, model, d.options));
   }
   // Near-ties from the reference's fp32 run (it equals transformers': golden verify) and its same-dtype run.
-  const FullForward same_dtype = full_forward(model, g.sequences, g.attention_mask);
+  const bool reduced = o.dtype != torch::kFloat32;
+  const FullForward same_dtype = reduced ? full_forward(model, g.sequences, g.attention_mask) : FullForward{};
   const Tensor ties =
-      near_ties(full_forward(load_model(g.case_dir, torch::kFloat32, o.device), g.sequences, g.attention_mask),
-                same_dtype, config.top_k_experts, o.dtype);
+      reduced
+          ? near_ties(full_forward(load_model(g.case_dir, torch::kFloat32, o.device), g.sequences, g.attention_mask),
+                      same_dtype, config.top_k_experts, o.dtype)
+          : at::zeros(g.sequences.sizes(), at::kBool);
   const int64_t S = g.prompt_length(), N = g.max_new_tokens;
   if (config.enable_moe_block) {
     record_ties(r, ties, at::cat({g.attention_mask, at::ones({ties.size(0), N}, at::kLong)}, 1).to(at::kBool));

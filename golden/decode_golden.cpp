@@ -28,19 +28,6 @@ Tensor dataset(const std::string& path, const TensorMap& group, const std::strin
   return it->second;
 }
 
-// "cache/layers.12.keys" -> 12; -1 for any other name.
-int cache_layer(const std::string& name) {
-  const std::string prefix = "cache/layers.";
-  if (name.rfind(prefix, 0) != 0) return -1;
-  const size_t dot = name.find('.', prefix.size());
-  if (dot == std::string::npos) return -1;
-  try {
-    return std::stoi(name.substr(prefix.size(), dot - prefix.size()));
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
-
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -70,6 +57,18 @@ void check_cache_entries(const DecodeGolden& g) {
 }
 
 }  // namespace
+
+int cache_layer(const std::string& name) {
+  const std::string prefix = "cache/layers.";
+  if (name.rfind(prefix, 0) != 0) return -1;
+  const size_t dot = name.find('.', prefix.size());
+  if (dot == std::string::npos) return -1;
+  try {
+    return std::stoi(name.substr(prefix.size(), dot - prefix.size()));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
 
 bool is_decode_golden(const std::string& path) {
   try {
@@ -171,16 +170,14 @@ TensorMap decode_candidate(const DecodeGolden& g, const Model& model, const Gene
 VerifyReport verify_decode_golden(const DecodeGolden& g, const torch::Device& device) {
   const Model model = load_model(g.case_dir, torch::kFloat32, device);
   VerifyReport report;
+  // The golden's datasets as an f32 golden case, judged as every golden file is (golden::judge).
+  GoldenCase as_golden;
+  as_golden.dtype = "f32";
+  as_golden.expected = g.expected;
+  as_golden.judged = g.judged;
   auto judge_run = [&](const std::string& label, const TensorMap& candidate) {
-    for (const auto& [name, expected] : g.expected) {
-      const auto judged = g.judged.find(name);
-      TensorCheck check{label + name, {}, ""};
-      const Tensor& c = candidate.at(name);
-      if (c.sizes() != expected.sizes()) {
-        check.problem = "shape " + shape_string(c.sizes()) + ", expected " + shape_string(expected.sizes());
-      } else {
-        check.verdict = check_fp32(c, expected, judged == g.judged.end() ? Tensor() : judged->second);
-      }
+    for (TensorCheck& check : judge(as_golden, candidate).checks) {
+      check.name = label + check.name;
       report.checks.push_back(std::move(check));
     }
   };

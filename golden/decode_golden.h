@@ -30,6 +30,9 @@ struct DecodeGolden {
   int64_t prompt_length() const { return input_ids.size(1); }
 };
 
+// The layer of a cache dataset name ("cache/layers.12.keys" -> 12); -1 for any other name.
+int cache_layer(const std::string& name);
+
 // True when the file's root attribute `kind` is "decode" (false for other goldens and non-goldens).
 bool is_decode_golden(const std::string& path);
 // Reads and checks a decode golden: throws gemma4::Error naming the file and what is wrong.

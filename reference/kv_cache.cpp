@@ -44,15 +44,13 @@ void update_contiguous(LayerKvCache& base, const Tensor& k, const Tensor& v, int
   cache.first += drop;
 }
 
-Tensor attend_contiguous(const Tensor& q, const LayerKvCache& base, const DecodeAttentionSpec& spec) {
-  const auto& cache = dynamic_cast<const ContiguousCache&>(base);
-  const Tensor mask = decode_attention_mask(spec, q.size(1), cache.first, cache.k.size(2), q.scalar_type(), q.device());
-  return eager_attention(q, cache.k, cache.v, mask);
-}
-
 CacheContents contiguous_contents(const LayerKvCache& base) {
   const auto& cache = dynamic_cast<const ContiguousCache&>(base);
   return {cache.k, cache.v, cache.first};
+}
+
+Tensor attend_contiguous(const Tensor& q, const LayerKvCache& base, const DecodeAttentionSpec& spec) {
+  return attend_entries(q, contiguous_contents(base), spec);
 }
 
 }  // namespace
@@ -60,6 +58,11 @@ CacheContents contiguous_contents(const LayerKvCache& base) {
 const KvCacheOps& reference_kv_cache_ops() {
   static const KvCacheOps ops{make_contiguous, update_contiguous, attend_contiguous, contiguous_contents};
   return ops;
+}
+
+Tensor attend_entries(const Tensor& q, const CacheContents& entries, const DecodeAttentionSpec& spec) {
+  const Tensor mask = decode_attention_mask(spec, q.size(1), entries.first, entries.k.size(2), q.scalar_type(), q.device());
+  return eager_attention(q, entries.k, entries.v, mask);
 }
 
 Tensor decode_attention_mask(const DecodeAttentionSpec& spec, int64_t queries, int64_t first, int64_t entries,

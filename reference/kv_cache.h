@@ -65,6 +65,10 @@ struct KvCacheOps {
 // the step plus the step's (what the step's queries can see), as transformers' sliding layer does.
 const KvCacheOps& reference_kv_cache_ops();
 
+// The step's queries q [B, c, Hq, D] against `entries` (any run of consecutive cache entries) under
+// the step's mask, with the reference's eager attention: what the reference cache computes.
+torch::Tensor attend_entries(const torch::Tensor& q, const CacheContents& entries, const DecodeAttentionSpec& spec);
+
 // The additive mask [B, 1, c, T] of a step's queries (indices spec.start ..) against cache entries
 // with indices first .. first + T - 1, in `dtype` (0 allowed, the dtype's lowest value not).
 torch::Tensor decode_attention_mask(const DecodeAttentionSpec& spec, int64_t queries, int64_t first, int64_t entries,

@@ -18,14 +18,6 @@ CacheContents entries_from(const CacheContents& all, int64_t from) {
   return {all.k.slice(2, skip), all.v.slice(2, skip), all.first + skip};
 }
 
-// The step's queries against `entries` under the reference's mask: the attention the reference
-// cache computes, on the entries a buggy cache kept.
-Tensor attend(const Tensor& q, const CacheContents& entries, const DecodeAttentionSpec& spec) {
-  const Tensor mask =
-      decode_attention_mask(spec, q.size(1), entries.first, entries.k.size(2), q.scalar_type(), q.device());
-  return eager_attention(q, entries.k, entries.v, mask);
-}
-
 // The reference's cache ops, except that on the layers `affected` picks the step's attention sees
 // only the entries from token index `from(spec, c)` on (c: the step's queries).
 using Affected = bool (*)(const DecodeAttentionSpec& spec);
@@ -35,7 +27,7 @@ KvCacheOps attending_from() {
   KvCacheOps ops = reference_kv_cache_ops();
   ops.attention = [](const Tensor& q, const LayerKvCache& cache, const DecodeAttentionSpec& spec) {
     if (!affected(spec)) return reference_kv_cache_ops().attention(q, cache, spec);
-    return attend(q, entries_from(reference_kv_cache_ops().contents(cache), from(spec, q.size(1))), spec);
+    return attend_entries(q, entries_from(reference_kv_cache_ops().contents(cache), from(spec, q.size(1))), spec);
   };
   return ops;
 }
