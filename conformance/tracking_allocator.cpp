@@ -29,7 +29,10 @@ class TrackingAllocator final : public c10::Allocator {
       std::lock_guard<std::mutex> lock(mutex_);
       live_.emplace(data, Entry{n, deleter, context});
     }
-    bytes_ += static_cast<int64_t>(n);
+    const int64_t live = bytes_ += static_cast<int64_t>(n);
+    int64_t peak = peak_.load();
+    while (live > peak && !peak_.compare_exchange_weak(peak, live)) {
+    }
     return c10::DataPtr(data, data, &TrackingAllocator::free, device);
   }
 
@@ -38,6 +41,8 @@ class TrackingAllocator final : public c10::Allocator {
   void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
 
   int64_t live_bytes() const { return bytes_.load(); }
+  int64_t peak_bytes() const { return peak_.load(); }
+  void reset_peak() { peak_ = bytes_.load(); }
 
  private:
   struct Entry {
@@ -52,6 +57,7 @@ class TrackingAllocator final : public c10::Allocator {
   std::mutex mutex_;
   std::unordered_map<void*, Entry> live_;
   std::atomic<int64_t> bytes_{0};
+  std::atomic<int64_t> peak_{0};
 };
 
 // Never destroyed: tensors freed at process exit still call into it.
@@ -81,5 +87,11 @@ void install_tracking_cpu_allocator() {
 }
 
 int64_t tracked_cpu_live_bytes() { return g_tracker ? g_tracker->live_bytes() : 0; }
+
+int64_t tracked_cpu_peak_bytes() { return g_tracker ? g_tracker->peak_bytes() : 0; }
+
+void reset_tracked_cpu_peak() {
+  if (g_tracker) g_tracker->reset_peak();
+}
 
 }  // namespace gemma4::conformance

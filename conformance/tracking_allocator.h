@@ -15,4 +15,8 @@ void install_tracking_cpu_allocator();
 // counted, whenever they are freed.
 int64_t tracked_cpu_live_bytes();
 
+// The most live bytes since the last reset (or installation), for peak-memory measurements.
+int64_t tracked_cpu_peak_bytes();
+void reset_tracked_cpu_peak();  // the peak becomes the current live bytes
+
 }  // namespace gemma4::conformance

@@ -93,12 +93,13 @@ class Model {
   std::vector<std::pair<std::string, torch::Tensor>> named_trainable_tensors() const;
   std::string checkpoint_key(const std::string& name) const;
 
- private:
-  // The scaled embeddings [B, S, H] and the per-layer inputs [B, S, L, P] (undefined without PLE).
+  // The two ends of forward, public for measuring them alone (bench/memory): the scaled
+  // embeddings [B, S, H] and the per-layer inputs [B, S, L, P] (undefined without PLE) of token
+  // ids on the model's device; the LM head and soft-cap of the final norm's output: logits [B, S, V].
   std::pair<torch::Tensor, torch::Tensor> embed(const torch::Tensor& ids) const;
-  // The LM head and soft-cap of the final norm's output: logits [B, S, V].
   torch::Tensor head(const torch::Tensor& normed) const;
 
+ private:
   std::shared_ptr<const Config> config_;  // shared with checkpoint nodes, which may outlive a call
   ModelWeights weights_;
   std::string key_prefix_;

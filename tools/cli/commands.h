@@ -22,6 +22,7 @@ int backends_command(const std::vector<std::string>& args);
 int conform_command(const std::vector<std::string>& args, const impl::Backend* given = nullptr);
 int calibrate_command(const std::vector<std::string>& args);
 int bench_compare_command(const std::vector<std::string>& args);
+int memory_command(const std::vector<std::string>& args);
 
 // "<program> <command> [options]": runs the command named by args[0] (dispatch.cpp).
 int run_command(const std::string& program, const std::vector<std::string>& args);

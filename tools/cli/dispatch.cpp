@@ -29,6 +29,8 @@ const Command kCommands[] = {
     {"conform", "run the conformance suite against a backend", conform_builtin},
     {"calibrate", "run the suite over every variant and faulty backend; print the separation table", calibrate_command},
     {"bench-compare", "compare two gemma4-bench JSON reports; exit 1 on a performance regression", bench_compare_command},
+    {"memory", "activation memory: measure peaks on a device, or report a points file against the estimate",
+     memory_command},
 };
 
 void print_usage(const std::string& program, std::ostream& out) {

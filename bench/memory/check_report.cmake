@@ -1,0 +1,50 @@
+# memory_report CTest (bench/memory/CMakeLists.txt): `gemma4-conform memory report` on the committed
+# points exits 0 and writes the JSON, SVG and JUnit it was asked for; the same file with its safety
+# factor lowered to 1.00 (which no longer covers every point) exits 1 and says why; --help exits 0.
+# Variables: CLI (the gemma4-conform binary), POINTS (the committed file), OUT (a scratch folder).
+file(REMOVE_RECURSE "${OUT}")
+file(MAKE_DIRECTORY "${OUT}")
+execute_process(COMMAND "${CLI}" memory report "${POINTS}" --json "${OUT}/points.json" --svg "${OUT}/chart.svg"
+                        --junit "${OUT}/junit.xml"
+                RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT code EQUAL 0)
+  message(FATAL_ERROR "memory report on the committed points: exit ${code}\n${out}\n${err}")
+endif()
+foreach(f points.json chart.svg junit.xml)
+  if(NOT EXISTS "${OUT}/${f}")
+    message(FATAL_ERROR "memory report did not write ${f}")
+  endif()
+endforeach()
+foreach(needle "safety factor" "fused vs reference" "planner rules" "under-reserves" "over-reserves")
+  string(FIND "${out}" "${needle}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "the report lacks '${needle}':\n${out}")
+  endif()
+endforeach()
+file(READ "${OUT}/chart.svg" svg)
+string(FIND "${svg}" "<svg" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "chart.svg is not SVG")
+endif()
+
+file(READ "${POINTS}" json)
+string(REGEX REPLACE "\"safety_factor\": [0-9.]+" "\"safety_factor\": 1.0" lowered "${json}")
+file(WRITE "${OUT}/lowered.json" "${lowered}")
+execute_process(COMMAND "${CLI}" memory report "${OUT}/lowered.json" --junit "${OUT}/lowered.xml"
+                RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(FIND "${out}" "does not cover every point" at)
+if(NOT code EQUAL 1 OR at EQUAL -1)
+  message(FATAL_ERROR "memory report with the factor lowered to 1.0: exit ${code}, expected 1 and the reason\n${out}\n${err}")
+endif()
+file(READ "${OUT}/lowered.xml" junit)
+string(FIND "${junit}" "<failure" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "the JUnit report of the lowered factor has no failure")
+endif()
+
+foreach(sub measure report)
+  execute_process(COMMAND "${CLI}" memory ${sub} --help RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT code EQUAL 0)
+    message(FATAL_ERROR "memory ${sub} --help: exit ${code}\n${err}")
+  endif()
+endforeach()
