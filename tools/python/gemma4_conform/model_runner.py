@@ -3,6 +3,8 @@
     python -m gemma4_conform conform-model --factory MODULE:FACTORY [--device cpu|cuda]
         [--dtype f32|bf16|f16] [--filter REGEX] [--steps N] [--timeout S] [--report F.json]
         [--junit F.xml] [--verbose] [--list]
+    torchrun --nproc-per-node N -m gemma4_conform conform-model --distributed --factory MODULE:FACTORY ...
+        (model_distributed.py: FSDP2 with activation checkpointing; --distributed --help for its options)
 
 FACTORY(config: dict, dtype: str, device: str) returns a module that behaves like a transformers
 causal LM (gemma4_conform/model_under_test.py has the contract). The harness loads every model
@@ -248,8 +250,12 @@ def parse(argv):
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--distributed" in argv:  # one rank under torchrun (model_distributed.py)
+        from . import model_distributed
+        return model_distributed.main(argv)
     try:
-        args = parse(sys.argv[1:] if argv is None else argv)
+        args = parse(argv)
     except SystemExit as e:
         return int(e.code or 0)
     if args.worker:

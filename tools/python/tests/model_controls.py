@@ -142,3 +142,35 @@ def _on_forward(action):
 # A model that kills its process (as a segfaulting kernel would) or never returns, on KV-shared configs.
 crashes_on_kv_shared = _on_forward(os.abort)
 hangs_on_kv_shared = _on_forward(lambda: time.sleep(3600))
+
+
+def raises_on_rank1(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    """Under torchrun: rank 1's forward raises, rank 0's runs (its collectives then wait for rank 1)
+    -> conform-model --distributed reports rank 1's error and ends within its timeouts."""
+    model = transformers_models.sdpa(config, dtype, device)
+    if os.environ.get("RANK") == "1":
+        def forward(*args, **kwargs):
+            raise RuntimeError("rank 1's forward fails")
+
+        model.forward = forward
+    return model
+
+
+def loss_times_world_when_sharded(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    """Once sharded (an FSDP2 module), the loss is multiplied by the world size: the port of DDP code
+    that undoes a mean it expects the gradient reduction not to take (FSDP2 does take it). One
+    device is untouched -> conform-model --distributed's sharded-equals-single (loss and gradients
+    2x on 2 ranks)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    model = transformers_models.sdpa(config, dtype, device)
+    plain = model.forward
+
+    def forward(*args, **kwargs):
+        out = plain(*args, **kwargs)
+        if isinstance(model, FSDPModule) and out.loss is not None:
+            out.loss = out.loss * int(os.environ.get("WORLD_SIZE", "1"))
+        return out
+
+    model.forward = forward
+    return model

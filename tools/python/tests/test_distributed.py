@@ -1,0 +1,95 @@
+"""conform-model --distributed on 2 CPU processes with gloo (torchrun --standalone).
+
+- transformers' Gemma-4 sharded with FSDP2 must pass, with the model's own checkpointing and with
+  checkpoint_wrapper;
+- a loss rescaled once sharded must fail sharded-equals-single;
+- the closure-capture control (model_controls.checkpoint_closure: a shared-KV store captured by the
+  checkpoint's partial) must fail memory-flatness on every rank;
+- a rank that raises is a failure row naming it, and the run ends within its timeouts.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(__file__).resolve().parents[3]
+PYTHONPATH = os.pathsep.join([str(SOURCE / "tools/python/third_party"), str(Path(__file__).parent),
+                              os.environ.get("PYTHONPATH", "")])
+pytest.importorskip("transformers", reason="the distributed checks run transformers' Gemma-4")
+
+
+def distributed(tmp_path: Path, factory: str, *args: str, timeout: int = 600):
+    """(exit code, rank 0's JSON report or None, output) of one torchrun of 2 CPU ranks."""
+    report = tmp_path / "report.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
+           "gemma4_conform", "conform-model", "--distributed", "--factory", factory, "--device", "cpu",
+           "--report", str(report), "--junit", str(tmp_path / "junit.xml"), "--work", str(tmp_path / "work"), *args]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                         env={**os.environ, "PYTHONPATH": PYTHONPATH, "OMP_NUM_THREADS": "1"})
+    print(run.stdout[-4000:], run.stderr[-3000:])
+    return run.returncode, json.loads(report.read_text()) if report.exists() else None, run.stdout + run.stderr
+
+
+def rows(report: dict, check: str) -> dict:
+    """case -> row of one check (cases start with rank0/ or rank1/)."""
+    return {r["case"]: r for r in report["results"] if r["test"] == f"distributed/{check}/model/e2b"}
+
+
+@pytest.mark.parametrize("checkpoint", ["model", "wrapper"])
+def test_transformers_sharded_passes(tmp_path, checkpoint):
+    code, report, _ = distributed(tmp_path, "transformers_models:sdpa", "--checkpoint", checkpoint)
+    assert code == 0 and report["passed"] and report["world_size"] == 2
+    equal = rows(report, "sharded-equals-single")
+    for rank in (0, 1):  # each rank judged every step's loss and gradients (one row: the worst of them)
+        for k in range(3):
+            assert equal[f"rank{rank}/step{k}/outputs/loss"]["status"] == "pass", sorted(equal)
+            grads = [c for c in equal if c.startswith(f"rank{rank}/step{k}/grads/* (worst of ")]
+            assert len(grads) == 1 and int(grads[0].split("worst of ")[1].split(":")[0]) > 100, sorted(equal)
+    flat = rows(report, "memory-flatness")
+    assert set(flat) == {"rank0", "rank1"} and all(r["status"] == "pass" for r in flat.values())
+    assert all("200 steps" in r["detail"] for r in flat.values())
+
+
+def test_closure_capture_fails_flatness_on_every_rank(tmp_path):
+    code, report, _ = distributed(tmp_path, "model_controls:checkpoint_closure")
+    assert code == 1
+    flat = rows(report, "memory-flatness")
+    assert set(flat) == {"rank0", "rank1"} and all(r["status"] == "fail" for r in flat.values()), flat
+    # every step's K/V stays referenced: the slope is at least one step's shared K/V (100x the bound)
+    assert all(r["value"] >= 50 * r["bound"] for r in flat.values()), flat
+    assert all(r["status"] == "pass" for r in rows(report, "sharded-equals-single").values())
+
+
+def test_loss_scaled_when_sharded_fails_equality(tmp_path):
+    code, report, _ = distributed(tmp_path, "model_controls:loss_times_world_when_sharded", "--steps", "20")
+    assert code == 1
+    equal = rows(report, "sharded-equals-single")
+    for rank in (0, 1):
+        loss = equal[f"rank{rank}/step0/outputs/loss"]
+        assert loss["status"] == "fail" and loss["value"] > 100 * loss["bound"], loss
+        grads = [r for c, r in equal.items() if c.startswith(f"rank{rank}/step0/grads/")]
+        assert grads and all(r["status"] == "fail" for r in grads), grads
+    # a failed comparison is not a raise: the next check still runs on every rank
+    flat = rows(report, "memory-flatness")
+    assert set(flat) == {"rank0", "rank1"} and not any(r["detail"].startswith("not run") for r in flat.values())
+
+
+def test_rank_that_raises_is_a_failure_row_and_nothing_hangs(tmp_path):
+    code, report, output = distributed(tmp_path, "model_controls:raises_on_rank1", "--timeout", "30", timeout=400)
+    assert code == 1, output
+    failed = [r for r in report["results"] if r["status"] == "fail"]
+    assert any("rank 1 raised RuntimeError: rank 1's forward fails" in r["detail"] for r in failed), failed
+    assert any(r["detail"].startswith("not run") for r in failed), failed  # the later check on every rank
+
+
+def test_needs_torchrun(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "gemma4_conform", "conform-model", "--distributed", "--factory",
+                          "transformers_models:sdpa"], capture_output=True, text=True, timeout=120,
+                         env={k: v for k, v in {**os.environ, "PYTHONPATH": PYTHONPATH}.items()
+                              if k not in ("RANK", "WORLD_SIZE")})
+    assert run.returncode == 2 and "start it with torchrun" in run.stderr
