@@ -35,22 +35,25 @@ def distributed(tmp_path: Path, factory: str, *args: str, timeout: int = 600):
     return run.returncode, json.loads(report.read_text()) if report.exists() else None, run.stdout + run.stderr
 
 
-def rows(report: dict, check: str) -> dict:
+def rows(report: dict, check: str, golden: str = "model/e2b") -> dict:
     """case -> row of one check (cases start with rank0/ or rank1/)."""
-    return {r["case"]: r for r in report["results"] if r["test"] == f"distributed/{check}/model/e2b"}
+    return {r["case"]: r for r in report["results"] if r["test"] == f"distributed/{check}/{golden}"}
 
 
-@pytest.mark.parametrize("checkpoint", ["model", "wrapper"])
-def test_transformers_sharded_passes(tmp_path, checkpoint):
-    code, report, _ = distributed(tmp_path, "transformers_models:sdpa", "--checkpoint", checkpoint)
+# The KV-shared E2B with both checkpointing modes; the MoE 26B-A4B (no KV sharing: flatness bounded
+# by one layer's K/V) with the model's own.
+@pytest.mark.parametrize("golden,checkpoint", [("model/e2b", "model"), ("model/e2b", "wrapper"),
+                                               ("model/26b-a4b", "model")])
+def test_transformers_sharded_passes(tmp_path, golden, checkpoint):
+    code, report, _ = distributed(tmp_path, "transformers_models:sdpa", "--checkpoint", checkpoint, "--golden", golden)
     assert code == 0 and report["passed"] and report["world_size"] == 2
-    equal = rows(report, "sharded-equals-single")
+    equal = rows(report, "sharded-equals-single", golden)
     for rank in (0, 1):  # each rank judged every step's loss and gradients (one row: the worst of them)
         for k in range(3):
             assert equal[f"rank{rank}/step{k}/outputs/loss"]["status"] == "pass", sorted(equal)
             grads = [c for c in equal if c.startswith(f"rank{rank}/step{k}/grads/* (worst of ")]
-            assert len(grads) == 1 and int(grads[0].split("worst of ")[1].split(":")[0]) > 100, sorted(equal)
-    flat = rows(report, "memory-flatness")
+            assert len(grads) == 1 and int(grads[0].split("worst of ")[1].split(":")[0]) > 50, sorted(equal)
+    flat = rows(report, "memory-flatness", golden)
     assert set(flat) == {"rank0", "rank1"} and all(r["status"] == "pass" for r in flat.values())
     assert all("200 steps" in r["detail"] for r in flat.values())
 
