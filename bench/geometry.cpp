@@ -28,17 +28,12 @@ std::vector<Geometry> geometries() {
   const std::vector<int64_t> gpu_seq_lens{1024, 4096, 8192, 16384, 32768};
   const std::vector<int64_t> tiny_seq_lens{64, 256};
   std::vector<Geometry> out;
-  struct Released {
-    const char* name;
-    const char* file;
-    std::vector<int64_t> layer_group_seq_lens;
-  };
-  for (const Released& r :
-       {Released{"31b", "gemma-4-31b.json", {8192, 32768}}, Released{"26b-a4b", "gemma-4-26b-a4b.json", {}},
-        Released{"e2b", "gemma-4-e2b.json", {}}, Released{"e4b", "gemma-4-e4b.json", {}}}) {
+  for (const golden::ReleasedModel& r : golden::released_models()) {
     const Config config = parse_config(golden::load_released_config(r.file, dir));
+    // layer_group: the 31B pattern only, at 8k and 32k.
+    const std::vector<int64_t> group = r.name == "31b" ? std::vector<int64_t>{8192, 32768} : std::vector<int64_t>{};
     for (torch::ScalarType dtype : kDtypes) {
-      out.push_back({r.name, config, torch::kCUDA, dtype, gpu_seq_lens, r.layer_group_seq_lens, {}});
+      out.push_back({r.name, config, torch::kCUDA, dtype, gpu_seq_lens, group, {}});
     }
   }
   struct Tiny {

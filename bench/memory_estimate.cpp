@@ -57,11 +57,7 @@ double layers_bytes(const Config& c, const std::vector<int>& layers, int64_t seq
   for (int l : layers) {
     const LayerSpec& spec = c.layers[l];
     LayerWeights shapes_only;
-    for (const WeightSlot& slot : layer_weight_slots(c, l, shapes_only)) {
-      double n = 1;
-      for (int64_t d : slot.shape) n *= static_cast<double>(d);
-      params += n;
-    }
+    params += slot_elements(layer_weight_slots(c, l, shapes_only));
     // What autograd must keep per token at least: the matmul inputs (two normed hiddens, the
     // attention output, the GeGLU output), the residual, q, k, v (borrowed on KV-shared layers),
     // gate and up; the PLE input and gate; the routed experts' rows.

@@ -61,6 +61,14 @@ const std::vector<LayerCase>& layer_cases() {
 
 std::string released_configs_dir() { return files::join(data_dir(), "reference/configs"); }
 
+const std::vector<ReleasedModel>& released_models() {
+  static const std::vector<ReleasedModel> models{{"31b", "gemma-4-31b.json"},
+                                                 {"26b-a4b", "gemma-4-26b-a4b.json"},
+                                                 {"e2b", "gemma-4-e2b.json"},
+                                                 {"e4b", "gemma-4-e4b.json"}};
+  return models;
+}
+
 nlohmann::json load_released_config(const std::string& file, const std::string& configs_dir) {
   const std::string path = files::join(configs_dir, file);
   std::ifstream in(path);

@@ -39,6 +39,13 @@ const std::vector<LayerCase>& layer_cases();
 
 // reference/configs/ of the data directory (golden/data_dir.h): the released models' text configs.
 std::string released_configs_dir();
+// The released models by the short names the benchmarks and reports use, with their config files,
+// in the order they are listed: 31b, 26b-a4b, e2b, e4b.
+struct ReleasedModel {
+  std::string name;  // "31b"
+  std::string file;  // "gemma-4-31b.json" in released_configs_dir()
+};
+const std::vector<ReleasedModel>& released_models();
 nlohmann::json load_released_config(const std::string& file, const std::string& configs_dir);
 nlohmann::json tiny_config(const ModelCase& model_case, const std::string& configs_dir);
 

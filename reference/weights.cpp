@@ -117,4 +117,14 @@ void set_requires_grad(const Config& c, ModelWeights& w, bool requires_grad) {
   }
 }
 
+double slot_elements(const std::vector<WeightSlot>& slots) {
+  double n = 0;
+  for (const WeightSlot& slot : slots) {
+    double elements = 1;
+    for (int64_t d : slot.shape) elements *= static_cast<double>(d);
+    n += elements;
+  }
+  return n;
+}
+
 }  // namespace gemma4

@@ -51,6 +51,9 @@ struct WeightSlot {
   bool trainable;              // false only for layer_scalar buffers
 };
 
+// The number of elements of the slots' shapes together (a double: whole models exceed 2^31).
+double slot_elements(const std::vector<WeightSlot>& slots);
+
 // Every tensor the config calls for, in a fixed order (resizes weights.layers).
 std::vector<WeightSlot> weight_slots(const Config& config, ModelWeights& weights);
 std::vector<WeightSlot> layer_weight_slots(const Config& config, int layer, LayerWeights& weights);

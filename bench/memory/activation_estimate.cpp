@@ -13,8 +13,6 @@ constexpr double kF32 = 4;  // bytes of the fp32 temporaries the norms and the s
 // The decode kernel's plan fills about one wave of CTAs: 132 SMs (H100, H200) x 2 CTAs each.
 constexpr double kHopperCtaSlots = 264;
 
-bool training(Phase phase) { return phase == Phase::kTrain || phase == Phase::kTrainCheckpointed; }
-
 // Widths per token of one decoder layer (ACTIVATION_MEMORY.md, "Notation").
 struct Widths {
   double H, Q, K, I, P, Hq;
@@ -108,13 +106,7 @@ double weight_gradients(const Config& c, int layer, const Widths& w, Phase phase
   double bytes = e * std::max({w.I * w.H, w.Q * w.H, w.K * w.H});
   if (phase == Phase::kTrainCheckpointed) {
     LayerWeights shapes_only;
-    double all = 0;
-    for (const WeightSlot& slot : layer_weight_slots(c, layer, shapes_only)) {
-      double n = 1;
-      for (int64_t d : slot.shape) n *= static_cast<double>(d);
-      all += n;
-    }
-    bytes = e * all;
+    bytes = e * slot_elements(layer_weight_slots(c, layer, shapes_only));
   }
   if (w.moe) bytes = std::max(bytes, e * w.E * w.H * (2 * 2 * w.Im + w.Im));
   return bytes;
@@ -183,13 +175,9 @@ PartFigures edges_estimate(const Config& c, Phase phase, const StepShape& shape,
   // made, its fp32 frequencies, angles, cos and sin.
   double rope = 0, widest = 0;
   for (const auto& [type, params] : c.rope) {
-    for (const LayerSpec& s : c.layers) {
-      if (s.type == type) {
-        rope += 2 * e * static_cast<double>(s.head_dim);
-        widest = std::max(widest, static_cast<double>(s.head_dim));
-        break;
-      }
-    }
+    const double d = static_cast<double>(head_dim_of(c, type));
+    rope += 2 * e * d;
+    widest = std::max(widest, d);
   }
   const double rope_peak = rope + 3.5 * kF32 * widest;
   PartFigures f;
@@ -197,7 +185,7 @@ PartFigures edges_estimate(const Config& c, Phase phase, const StepShape& shape,
   // the projection, and its norm's fp32 copy, square and normalised value.
   const double embed = e * H + e * LP;  // what stays: h and the per-layer inputs
   const double embed_peak = std::max(2 * e * H, e * H + (2 * e + 3 * kF32) * LP);
-  if (!training(phase)) {
+  if (!is_training(phase)) {
     // The head over each sequence's last token: logits, the soft-cap's quotient, tanh and product.
     const double rows = phase == Phase::kDecode ? 0 : S;  // decode: the tables belong to the run
     f.retained = T * embed + rows * rope;

@@ -203,7 +203,7 @@ PartFigures decode_layer(LayerStep& s, const StepShape& shape, const torch::Tens
 
 PartFigures measure_layer(const Config& c, int layer, Phase phase, const StepShape& shape, const impl::Backend& backend,
                           const torch::TensorOptions& o) {
-  LayerStep s{c, layer, layer_weights(c, layer, training(phase), o), backend, Probe(o.device())};
+  LayerStep s{c, layer, layer_weights(c, layer, is_training(phase), o), backend, Probe(o.device())};
   switch (phase) {
     case Phase::kTrain:
     case Phase::kTrainCheckpointed:

@@ -35,7 +35,7 @@ Model edges_model(const Config& c, bool train, const torch::TensorOptions& o) {
 
 PartFigures measure_edges(const Config& c, Phase phase, const StepShape& shape, const LayerOps& ops,
                           const torch::TensorOptions& o) {
-  const bool train = training(phase);
+  const bool train = is_training(phase);
   const Model model = edges_model(c, train, o);
   const Probe probe(o.device());
   const int64_t B = shape.batch, S = phase == Phase::kDecode ? 1 : shape.tokens;
@@ -52,10 +52,7 @@ PartFigures measure_edges(const Config& c, Phase phase, const StepShape& shape, 
   const auto rope_tables = [&c, &o](int64_t rows) {
     std::vector<Tensor> out;
     for (const auto& [type, rope] : c.rope) {
-      int64_t d = 0;
-      for (const LayerSpec& spec : c.layers) {
-        if (spec.type == type) d = spec.head_dim;
-      }
+      const int64_t d = head_dim_of(c, type);
       if (d == 0) continue;  // a rope entry for a type no layer has
       const RopeTable t = rope_table(rope, d, rows, o.dtype().toScalarType(), o.device());
       out.insert(out.end(), {t.cos, t.sin});
@@ -93,7 +90,7 @@ PartFigures measure_edges(const Config& c, Phase phase, const StepShape& shape, 
 
 PartFigures measure_whole(const Config& c, Phase phase, const StepShape& shape, const impl::Backend& backend,
                           const torch::TensorOptions& o) {
-  const bool train = training(phase);
+  const bool train = is_training(phase);
   ModelWeights w;
   fill_slots(weight_slots(c, w), train, o);
   const Model model(c, std::move(w));

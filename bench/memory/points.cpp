@@ -96,6 +96,8 @@ const std::vector<Part>& all_parts() {
   return all;
 }
 
+bool is_training(Phase phase) { return phase == Phase::kTrain || phase == Phase::kTrainCheckpointed; }
+
 std::string phase_name(Phase phase) {
   for (const PhaseName& p : kPhases) {
     if (p.phase == phase) return p.name;
@@ -193,11 +195,8 @@ const std::map<std::string, Config>& released_geometries() {
   static const std::map<std::string, Config> geometries = [] {
     const std::string dir = golden::released_configs_dir();
     std::map<std::string, Config> out;
-    for (const auto& [name, file] : std::map<std::string, std::string>{{"31b", "gemma-4-31b.json"},
-                                                                       {"26b-a4b", "gemma-4-26b-a4b.json"},
-                                                                       {"e2b", "gemma-4-e2b.json"},
-                                                                       {"e4b", "gemma-4-e4b.json"}}) {
-      out.emplace(name, parse_config(golden::load_released_config(file, dir)));
+    for (const golden::ReleasedModel& r : golden::released_models()) {
+      out.emplace(r.name, parse_config(golden::load_released_config(r.file, dir)));
     }
     return out;
   }();

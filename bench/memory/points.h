@@ -29,6 +29,7 @@ enum class Part {
 };
 const std::vector<Phase>& all_phases();
 const std::vector<Part>& all_parts();
+bool is_training(Phase phase);        // kTrain or kTrainCheckpointed
 std::string phase_name(Phase phase);  // "train", "train_checkpointed", "prefill", "decode"
 std::string part_name(
     Part part);  // "stack", "sliding", "global", "sliding_kv_shared", "global_kv_shared", "edges", "whole"

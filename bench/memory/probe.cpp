@@ -77,6 +77,4 @@ void fill_slots(const std::vector<WeightSlot>& slots, bool train, const torch::T
   }
 }
 
-bool training(Phase phase) { return phase == Phase::kTrain || phase == Phase::kTrainCheckpointed; }
-
 }  // namespace gemma4::memory

@@ -39,6 +39,4 @@ void with_grad_buffer(torch::Tensor& t);
 // Fills every slot with random_weight; in training, trainable ones get gradient buffers.
 void fill_slots(const std::vector<WeightSlot>& slots, bool train, const torch::TensorOptions& options);
 
-bool training(Phase phase);
-
 }  // namespace gemma4::memory

@@ -5,17 +5,19 @@
 #include "reference/error.h"
 
 namespace gemma4::memory {
-namespace {
-
-bool training(Phase phase) { return phase == Phase::kTrain || phase == Phase::kTrainCheckpointed; }
-
-}  // namespace
 
 std::optional<int> layer_of_part(const Config& c, Part part) {
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     if (part_of_layer(c, l) == part) return l;
   }
   return std::nullopt;
+}
+
+int64_t head_dim_of(const Config& c, LayerType type) {
+  for (const LayerSpec& spec : c.layers) {
+    if (spec.type == type) return spec.head_dim;
+  }
+  return 0;
 }
 
 Part part_of_layer(const Config& c, int layer) {
@@ -32,7 +34,7 @@ double combine_stack(const Config& c, Phase phase, const StepShape& shape, int64
     return it->second;
   };
   const PartFigures& edges = figures(Part::kEdges);
-  if (training(phase)) {
+  if (is_training(phase)) {
     // Every part's forward has run before the first backward: all retained bytes are alive, and
     // while one part runs its backward it adds its own transient (peak - retained) on top.
     double retained = edges.retained, transient = edges.peak - edges.retained;

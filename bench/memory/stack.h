@@ -32,6 +32,8 @@ struct StepShape {
 std::optional<int> layer_of_part(const Config& config, Part part);
 // The part (kind) of layer `layer`.
 Part part_of_layer(const Config& config, int layer);
+// The head dim of the config's layers of `type` (RoPE tables are per type); 0 when it has none.
+int64_t head_dim_of(const Config& config, LayerType type);
 
 // The whole stack in `phase` from the figures of every part the config has (ACTIVATION_MEMORY.md,
 // "Combining"); throws gemma4::Error naming a missing part.

@@ -14,6 +14,7 @@
 #include "bench/memory/activation_estimate.h"
 #include "bench/memory/measure.h"
 #include "git_sha.h"  // generated at build time
+#include "golden/model_cases.h"
 #include "impl/backend.h"
 #include "reference/error.h"
 #include "reference/weights.h"
@@ -137,13 +138,7 @@ std::vector<Part> parts_of(const Config& c) {
 
 double model_weight_bytes(const Config& c, torch::ScalarType dtype) {
   ModelWeights shapes_only;
-  double elements = 0;
-  for (const WeightSlot& slot : weight_slots(c, shapes_only)) {
-    double n = 1;
-    for (int64_t d : slot.shape) n *= static_cast<double>(d);
-    elements += n;
-  }
-  return elements * static_cast<double>(c10::elementSize(dtype));
+  return slot_elements(weight_slots(c, shapes_only)) * static_cast<double>(c10::elementSize(dtype));
 }
 
 // Measures one part, or says why not. The estimate decides whether to try: a part whose estimated
@@ -219,10 +214,11 @@ int measure(const std::vector<std::string>& argv) {
   const torch::Device device = parse_device(args.get("device", "cuda"));
   const torch::ScalarType dtype = parse_dtype(args.get("dtype", "bf16"));
   const auto& geometries = memory::released_geometries();
-  std::vector<std::string> names = split(args.get("geometries", "31b,26b-a4b,e2b,e4b"));
+  std::string known;
+  for (const golden::ReleasedModel& r : golden::released_models()) known += (known.empty() ? "" : ",") + r.name;
+  std::vector<std::string> names = split(args.get("geometries", known));
   for (const std::string& g : names) {
-    if (!geometries.count(g))
-      throw UsageError{"--geometries: unknown geometry '" + g + "' (known: 31b, 26b-a4b, e2b, e4b)"};
+    if (!geometries.count(g)) throw UsageError{"--geometries: unknown geometry '" + g + "' (known: " + known + ")"};
   }
   std::vector<const impl::Backend*> backends;
   for (const std::string& b : split(args.get("backends", "reference,cuda"))) {

@@ -54,7 +54,7 @@ def parse(argv):
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--dtype", choices=tuple(DTYPES), default="f32")
     p.add_argument("--golden", default="model/e2b", help="the model golden whose config and weights are used")
-    p.add_argument("--geometry", choices=tuple(RELEASED), help="instead of a golden: the released geometry at real "
+    p.add_argument("--geometry", choices=tuple(released()), help="instead of a golden: the released geometry at real "
                    "width, reduced to its first pattern of layers (repeated as KV-shared layers where it shares "
                    "K/V), weights from the factory's own initialisation under one seed on every rank")
     p.add_argument("--checkpoint", choices=("model", "wrapper"), default="model",
@@ -73,8 +73,12 @@ def parse(argv):
     return args
 
 
-RELEASED = {"e2b": "gemma-4-e2b.json", "e4b": "gemma-4-e4b.json", "31b": "gemma-4-31b.json",
-            "26b-a4b": "gemma-4-26b-a4b.json"}
+def released() -> dict:
+    """The released configs by short name ("e2b" -> .../reference/configs/gemma-4-e2b.json)."""
+    from . import _core
+
+    configs = Path(_core.data_dir()) / "reference" / "configs"
+    return {p.stem[len("gemma-4-"):]: p for p in sorted(configs.glob("gemma-4-*.json"))}
 
 
 @dataclasses.dataclass
@@ -97,10 +101,9 @@ def reduced(config: dict) -> dict:
 
 
 def geometry_source(model: ModelUnderTest, name: str, device: str) -> Source:
-    from . import _core
     from .model_under_test import LAYOUTS, layout_of
 
-    config = json.loads((Path(_core.data_dir()) / "reference" / "configs" / RELEASED[name]).read_text())
+    config = json.loads(released()[name].read_text())
     config = reduced(config.get("text_config", config))
     torch.manual_seed(1234)  # the same initialisation on every rank
     module = model.build(config)
