@@ -4,6 +4,8 @@
 #   ci/build.sh                 Debian packages + a project-local .venv with PyPI torch 2.11.0
 #   TORCH_PREFIX=DIR ci/build.sh  build against an existing LibTorch (its CMake prefix), e.g. the
 #                               GPU host's: TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+#   GEMMA4_CUDA=off             without the CUDA backend, even where nvcc is found
+#   BUILD_TARGETS="T ..."       only these targets (e.g. gemma4_conform_core: the Python module)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -96,13 +98,17 @@ install_python_package() {
 # nvcc builds the fused CUDA backend (impl/cuda/); where it is present, a failure to build that
 # backend is an error, so CI catches a CUDA build break on a machine without a GPU.
 cuda_options() {
+  if [ "${GEMMA4_CUDA:-on}" = off ]; then
+    echo "-DGEMMA4_BUILD_CUDA_BACKEND=OFF"
+    return
+  fi
   local nvcc
   nvcc=$(command -v nvcc || true)
   [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
   if [ -n "$nvcc" ]; then
     local include
     include=$(cutlass_include) || return 1
-    echo "-DCMAKE_CUDA_COMPILER=$nvcc -DGEMMA4_REQUIRE_CUDA=ON -DCUTLASS_INCLUDE_DIR=$include"
+    echo "-DCMAKE_CUDA_COMPILER=$nvcc -DGEMMA4_REQUIRE_CUDA=ON -DGEMMA4_BUILD_CUDA_BACKEND=ON -DCUTLASS_INCLUDE_DIR=$include"
   else
     say "no nvcc: the CUDA backend is not built" >&2
   fi
@@ -137,6 +143,12 @@ elif [ -n "$options" ]; then
   # CUTLASS headers has none in its cache)
   # shellcheck disable=SC2086
   cmake -B "$BUILD_DIR" $options >/dev/null
+fi
+if [ -n "${BUILD_TARGETS:-}" ]; then
+  # shellcheck disable=SC2086
+  cmake --build "$BUILD_DIR" -j "$(nproc)" --target $BUILD_TARGETS
+  say "built $BUILD_TARGETS"
+  exit 0
 fi
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 say "built $BUILD_DIR/bin/gemma4-conform"

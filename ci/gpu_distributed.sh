@@ -1,42 +1,77 @@
 #!/usr/bin/env bash
-# On a GPU host with NPROC GPUs (issue 18; default 2): conform-model --distributed
-# (tools/python/gemma4_conform/model_distributed.py) with NCCL, one rank per GPU, FSDP2 per decoder
-# layer with activation checkpointing, bf16, S = $SEQ (default 4096), $STEPS steps (default 200):
-#   - transformers' Gemma4ForCausalLM (sdpa) on the E2B and 26B-A4B geometries at real width,
-#     reduced to their first pattern of layers (E2B: 5 + 5 KV-shared, 26B-A4B: 6), must pass:
-#     every step equal to the single-device run, live bytes flat on every rank;
-#   - the closure-capture control (tools/python/tests/model_controls.py: checkpoint_closure) on E2B
-#     must fail memory-flatness on every rank.
-# One SGD step is compared with the single-device run by default ($EQUAL_STEPS): at real width every
-# gradient, the embedding tables included, is gathered and judged on the CPU.
+# On a GPU host with NPROC GPUs (default 2): conform-model --distributed
+# (tools/python/gemma4_conform/model_distributed.py) with NCCL, one rank per GPU, bf16, FSDP2 per
+# decoder layer with activation checkpointing, S = $SEQ (default 4096), $STEPS steps (default 200),
+# at real width (the released geometries reduced to their first pattern of layers):
+#   e2b        E2B, 5 + 5 KV-shared layers, transformers' Gemma4ForCausalLM (sdpa): must pass;
+#   26b-a4b    26B-A4B, 6 MoE layers: must pass;
+#   31b        31B, 5 sliding + 1 global (head dim 512): must pass.
+#              The equality of these two runs at S = $EQUAL_SEQ_LARGE (default 2048): their fp32
+#              single-device run holds 5.4B (4.3B) parameters and their gradients, 43 (34) GB, plus
+#              one sequence's fp32 activations, of which the logits alone take 4 GB a copy at 4096:
+#              no margin left on an 80 GB card. Memory flatness runs at $SEQ;
+#   e2b-closure-control  the closure-capture control (tools/python/tests/model_controls.py) on E2B,
+#              memory-flatness only: must fail on every rank;
+#   e2b-mixed-precision  fsdp2-mixed-precision (fp32 master weights, fp32 reduction), equality only: must pass;
+#   e2b-summed-gradients model_controls:sum_reduced_sharding, equality only: must fail.
+# RUNS (default all, in that order) picks some. The build is the Python module alone, without the
+# CUDA backend (GEMMA4_CUDA=off), so everything fits one 10-minute call of the lent machine.
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1), also for the
-# processes torchrun starts. NPROC=1 runs the same on one GPU (the code path, not the sharding).
-# STAGE (default build,run); reports and logs in $OUT/logs.tar.gz, one line per run printed.
+# processes torchrun starts. Reports and logs in $OUT/logs.tar.gz; one line per run and a table of
+# the per-rank figures printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 STAGE=${STAGE:-build,run}
+export GEMMA4_CUDA=off BUILD_TARGETS=gemma4_conform_core
 source ci/gpu_env.sh
 gpu_python_env
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 status=0
 NPROC=${NPROC:-2}
+RUNS=${RUNS:-e2b,26b-a4b,31b,e2b-closure-control,e2b-mixed-precision,e2b-summed-gradients}
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader | tee "$LOGS/gpus.txt"
 
 distributed_run() {  # NAME EXPECTED_EXIT ARGS...
   local name=$1 expected=$2 t0=$SECONDS code
   shift 2
-  timeout "${RUN_TIMEOUT:-540}" python3 -m torch.distributed.run --standalone --nproc-per-node "$NPROC" \
+  [[ ",$RUNS," == *",$name,"* ]] || return 0
+  timeout "${RUN_TIMEOUT:-300}" python3 -m torch.distributed.run --standalone --nproc-per-node "$NPROC" \
     -m gemma4_conform conform-model --distributed --device cuda --dtype bf16 --seq "${SEQ:-4096}" \
-    --steps "${STEPS:-200}" --equal-steps "${EQUAL_STEPS:-1}" --timeout 300 --report "$LOGS/$name.json" --work "$LOGS/$name.work" --verbose "$@" \
-    > "$LOGS/$name.txt" 2>&1
+    --steps "${STEPS:-200}" --equal-steps "${EQUAL_STEPS:-1}" --timeout 240 --report "$LOGS/$name.json" \
+    --verbose "$@" > "$LOGS/$name.txt" 2>&1
   code=$?
   [ "$code" = "$expected" ] || status=1
   echo "$name: exit $code (expected $expected; $((SECONDS - t0)) s): $(grep -E "^(PASS|FAIL): " "$LOGS/$name.txt" | tail -1)"
-  grep -E "^(FAIL|PASS) +distributed/memory" "$LOGS/$name.txt" | cut -c1-220
+  [ "$code" = "$expected" ] || grep -E "Error|error|raised" "$LOGS/$name.txt" | head -5 | cut -c1-300
 }
 
 if stage run; then
-  distributed_run e2b-sdpa 0 --factory transformers_models:sdpa --geometry e2b
-  distributed_run 26b-a4b-sdpa 0 --factory transformers_models:sdpa --geometry 26b-a4b
-  distributed_run e2b-closure-control 1 --factory model_controls:checkpoint_closure --geometry e2b
+  distributed_run e2b 0 --factory transformers_models:sdpa --geometry e2b
+  distributed_run 26b-a4b 0 --factory transformers_models:sdpa --geometry 26b-a4b --equal-seq "${EQUAL_SEQ_LARGE:-2048}"
+  distributed_run 31b 0 --factory transformers_models:sdpa --geometry 31b --equal-seq "${EQUAL_SEQ_LARGE:-2048}"
+  distributed_run e2b-closure-control 1 --factory model_controls:checkpoint_closure --geometry e2b \
+    --checks memory-flatness
+  distributed_run e2b-mixed-precision 0 --factory transformers_models:sdpa --geometry e2b \
+    --sharding fsdp2-mixed-precision --checks sharded-equals-single
+  distributed_run e2b-summed-gradients 1 --factory transformers_models:sdpa --geometry e2b \
+    --sharding model_controls:sum_reduced_sharding --checks sharded-equals-single
+  # The figures of every report: per rank, the flatness slope against its bound, and the equality's
+  # loss and worst gradient with both errors (the sharded run's and the single-device run's own).
+  python3 - "$LOGS"/*.json <<'EOF'
+import json, sys
+for path in sys.argv[1:]:
+    report = json.load(open(path))
+    name = path.rsplit("/", 1)[-1][:-5]
+    for r in report["results"]:
+        check = r["test"].split("/")[1]
+        if check == "memory-flatness" or "loss" in r["case"] or "(worst of" in r["case"] or r["status"] != "pass":
+            base = f" single {r['baseline']:.3e}" if r.get("baseline") is not None else ""
+            print(f"{name:22} {check:22} {r['case'][:70]:70} {r['status']:4} {r['metric']} {r['value']:.3e}{base} "
+                  f"bound {r['bound']:.3e}")
+    print(f"{name:22} seconds {report['seconds']}")
+    for notes in report["notes"].values():
+        for note in notes:
+            print(f"{name:22} {note}")
+EOF
 fi
 exit $status

@@ -17,7 +17,7 @@ fi
 # gpu_cutlass: CUTLASS_INCLUDE_DIR for ci/build.sh. The host has no network: the nvidia-cutlass
 # wheel (headers only are used) is carried in .whl/ (pip download nvidia-cutlass==4.2.0.0 --no-deps).
 gpu_cutlass() {
-  [ -n "${CUTLASS_INCLUDE_DIR:-}" ] && return 0
+  [ -n "${CUTLASS_INCLUDE_DIR:-}" ] || [ "${GEMMA4_CUDA:-on}" = off ] && return 0
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/cutlass .whl/nvidia_cutlass-*.whl ||
     { echo "no nvidia-cutlass wheel in .whl/ (carry it)"; return 1; }
   export CUTLASS_INCLUDE_DIR=/tmp/cutlass/cutlass_library/source/include

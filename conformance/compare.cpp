@@ -40,60 +40,71 @@ golden::Verdict judge_run(const torch::Tensor& candidate, const torch::Tensor& r
 
 }  // namespace
 
-std::vector<Result> compare_runs(const golden::TensorMap& candidate, const golden::TensorMap& reference,
-                                 const golden::TensorMap& truth, const golden::TensorMap& judged, torch::ScalarType dtype,
-                                 bool bitwise) {
-  std::vector<Result> rows;
-  auto row = [&rows](const std::string& name, const std::string& metric, double value, double bound, bool pass,
-                     const std::string& detail) {
-    Result r{"", Category::kGolden, name, pass ? Status::kPass : Status::kFail, metric, value, bound};
+void RunComparison::add(const std::string& name, const torch::Tensor& candidate, const torch::Tensor& reference,
+                        const torch::Tensor& truth, const torch::Tensor& judged) {
+  auto row = [this](const std::string& case_name, const std::string& metric, double value, bool pass,
+                    const std::string& detail) {
+    Result r{"", Category::kGolden, case_name, pass ? Status::kPass : Status::kFail, metric, value, 0};
     r.detail = detail;
-    rows.push_back(r);
+    rows_.push_back(r);
   };
-  int grads = 0, failed = 0;
-  double worst_ratio = -1;
-  golden::Verdict worst;
-  std::string worst_name;
-  for (const auto& [name, ref] : reference) {
-    auto it = candidate.find(name);
-    if (it == candidate.end()) {
-      row(name, "", 0, 0, false, "missing from the candidate run");
-      continue;
-    }
-    const bool gradient = name.rfind("grads/", 0) == 0;
-    if (bitwise) {
-      const bool pass = at::equal(it->second, ref);
-      double error = golden::measure(it->second, ref).max_abs;
-      if (!pass && error == 0) error = std::numeric_limits<double>::quiet_NaN();  // NaN somewhere
-      if (!gradient || !pass) row(name, "max_abs", error, 0, pass, pass ? "bitwise equal" : "not bitwise equal");
-      grads += gradient;
-      failed += gradient && !pass;
-      continue;
-    }
-    const auto mask = judged.find(name);
-    const golden::Verdict v = judge_run(it->second, ref, dtype == torch::kFloat32 ? ref : truth.at(name),
-                                        mask == judged.end() ? torch::Tensor() : mask->second, dtype);
-    if (!gradient) {
-      rows.push_back(verdict_result(name, v));
-      continue;
-    }
-    ++grads;
-    if (!v.pass && ++failed <= 8) rows.push_back(verdict_result(name, v));
-    if (v.ratio() > worst_ratio) worst_ratio = v.ratio(), worst = v, worst_name = name;
+  if (!candidate.defined()) {
+    row(name, "", 0, false, "missing from the candidate run");
+    return;
   }
-  if (grads == 0 || bitwise) {
-    if (bitwise && grads > 0) {
-      row("grads/*", "differing_tensors", failed, 0, failed == 0,
-          std::to_string(grads) + " gradients, " + std::to_string(failed) + " not bitwise equal");
-    }
+  const bool gradient = name.rfind("grads/", 0) == 0;
+  if (bitwise_) {
+    const bool pass = at::equal(candidate, reference);
+    double error = golden::measure(candidate, reference).max_abs;
+    if (!pass && error == 0) error = std::numeric_limits<double>::quiet_NaN();  // NaN somewhere
+    if (!gradient || !pass) row(name, "max_abs", error, pass, pass ? "bitwise equal" : "not bitwise equal");
+    grads_ += gradient;
+    failed_ += gradient && !pass;
+    return;
+  }
+  if (dtype_ != torch::kFloat32 && !truth.defined()) throw Error("no fp32 truth for " + name + " (needed in " +
+                                                                   c10::toString(dtype_) + ")");
+  const golden::Verdict v = judge_run(candidate, reference, dtype_ == torch::kFloat32 ? reference : truth, judged, dtype_);
+  if (!gradient) {
+    rows_.push_back(verdict_result(name, v));
+    return;
+  }
+  ++grads_;
+  if (!v.pass && ++failed_ <= 8) rows_.push_back(verdict_result(name, v));
+  if (v.ratio() > worst_ratio_) worst_ratio_ = v.ratio(), worst_ = v, worst_name_ = name;
+}
+
+std::vector<Result> RunComparison::rows() const {
+  std::vector<Result> rows = rows_;
+  if (grads_ == 0) return rows;
+  if (bitwise_) {
+    Result r{"", Category::kGolden, "grads/*", failed_ == 0 ? Status::kPass : Status::kFail, "differing_tensors",
+             static_cast<double>(failed_), 0};
+    r.detail = std::to_string(grads_) + " gradients, " + std::to_string(failed_) + " not bitwise equal";
+    rows.push_back(r);
     return rows;
   }
   // The worst gradient, as one row whose verdict is the whole set's.
-  worst.pass = failed == 0;
-  rows.push_back(verdict_result("grads/* (worst of " + std::to_string(grads) + ": " + worst_name +
-                                    (failed ? ", " + std::to_string(failed) + " failing" : "") + ")",
+  golden::Verdict worst = worst_;
+  worst.pass = failed_ == 0;
+  rows.push_back(verdict_result("grads/* (worst of " + std::to_string(grads_) + ": " + worst_name_ +
+                                    (failed_ ? ", " + std::to_string(failed_) + " failing" : "") + ")",
                                 worst));
   return rows;
+}
+
+std::vector<Result> compare_runs(const golden::TensorMap& candidate, const golden::TensorMap& reference,
+                                 const golden::TensorMap& truth, const golden::TensorMap& judged, torch::ScalarType dtype,
+                                 bool bitwise) {
+  RunComparison comparison(dtype, bitwise);
+  for (const auto& [name, ref] : reference) {
+    const auto c = candidate.find(name);
+    const auto t = truth.find(name);
+    const auto mask = judged.find(name);
+    comparison.add(name, c == candidate.end() ? torch::Tensor() : c->second, ref,
+                   t == truth.end() ? torch::Tensor() : t->second, mask == judged.end() ? torch::Tensor() : mask->second);
+  }
+  return comparison.rows();
 }
 
 void record_comparison(Reporter& r, const std::string& label, const golden::TensorMap& candidate,

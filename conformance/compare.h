@@ -24,12 +24,33 @@ golden::TensorMap training_step(const Config& config, const ModelWeights& weight
 golden::TensorMap fp32_training_step(const Config& config, const ModelWeights& weights, const golden::TensorMap& inputs,
                                      const ForwardOptions& forward);
 
-// Judges `candidate` against `reference` (same names) on the judged positions (`judged`, as
-// golden::model_judged gives them): loss and logits one row each, the gradients one row for the
-// worst of them plus one per failing one (at most 8). With `bitwise`, each tensor must be bitwise
-// equal; otherwise the tolerance policy decides (check_fp32 in fp32; in bf16/f16 the reduced-
-// precision rule against `truth` with `reference`'s own error as the baseline: both are runs of
-// the same implementation).
+// Judges one run (the candidate) against another run of the same implementation (the
+// reference), tensor by tensor: loss and logits one row each, the gradients one row for the worst
+// of them plus one per failing one (at most 8). With `bitwise`, each tensor must be bitwise equal;
+// otherwise the tolerance policy decides (check_fp32 in fp32; in bf16/f16 the reduced-precision
+// rule against the fp32 `truth` with the reference's own error as the baseline). Only verdicts are
+// kept, so tensors can be added one at a time and freed: a sharded model's gradients are gathered
+// and judged per parameter on the device they live on (golden::measure computes there).
+class RunComparison {
+ public:
+  RunComparison(torch::ScalarType dtype, bool bitwise) : dtype_(dtype), bitwise_(bitwise) {}
+  // `candidate` undefined: missing from the candidate run. `truth` is needed in bf16/f16 only;
+  // `judged` (undefined: every position) as golden::model_judged gives it.
+  void add(const std::string& name, const torch::Tensor& candidate, const torch::Tensor& reference,
+           const torch::Tensor& truth, const torch::Tensor& judged);
+  std::vector<Result> rows() const;
+
+ private:
+  torch::ScalarType dtype_;
+  bool bitwise_;
+  std::vector<Result> rows_;  // loss, logits, missing tensors and the first failing gradients
+  int grads_ = 0, failed_ = 0;
+  double worst_ratio_ = -1;
+  golden::Verdict worst_;
+  std::string worst_name_;
+};
+
+// A RunComparison of two whole runs (same names), on the judged positions.
 std::vector<Result> compare_runs(const golden::TensorMap& candidate, const golden::TensorMap& reference,
                                  const golden::TensorMap& truth, const golden::TensorMap& judged, torch::ScalarType dtype,
                                  bool bitwise);

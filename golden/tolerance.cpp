@@ -32,9 +32,8 @@ constexpr double kFp32CosineMin = 0.99999;
 constexpr double kMaxFactor = 4.0;
 constexpr double kRmsFactor = 3.0;
 
-// Expands `judged` (1/0, broadcastable) to a boolean mask of t's shape; undefined: everything.
+// Expands `judged` (1/0, broadcastable) to a boolean mask of t's shape.
 torch::Tensor judged_mask(const torch::Tensor& judged, const torch::Tensor& t) {
-  if (!judged.defined()) return at::ones(t.sizes(), t.options().dtype(torch::kBool));
   return judged.to(t.device()).ne(0).expand(t.sizes());
 }
 
@@ -82,9 +81,16 @@ double unit_roundoff(torch::ScalarType dtype) {
 
 Metrics measure(const torch::Tensor& candidate, const torch::Tensor& reference, const torch::Tensor& judged) {
   check_comparable(candidate, reference, "the reference");
-  const torch::Tensor mask = judged_mask(judged, reference).cpu();
-  const torch::Tensor a = candidate.detach().to(torch::kCPU, torch::kFloat64).masked_select(mask);
-  const torch::Tensor b = reference.detach().to(torch::kCPU, torch::kFloat64).masked_select(mask);
+  // In fp64 on the reference's device: a gradient of a real-width model is judged on the GPU that
+  // holds it (copying it to the host would cost more than the comparison).
+  const torch::Device device = reference.device();
+  torch::Tensor a = candidate.detach().to(device, torch::kFloat64).flatten();
+  torch::Tensor b = reference.detach().to(device, torch::kFloat64).flatten();
+  if (judged.defined()) {
+    const torch::Tensor mask = judged_mask(judged, reference).flatten();
+    a = a.masked_select(mask);
+    b = b.masked_select(mask);
+  }
   Metrics m;
   m.ref_max = max_abs_of(b);
   m.max_abs = max_abs_of(a - b);

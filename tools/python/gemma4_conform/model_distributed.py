@@ -1,30 +1,32 @@
 """conform-model --distributed: the model checks under PyTorch's own distributed engine.
 
     torchrun --nproc-per-node N -m gemma4_conform conform-model --distributed --factory MODULE:FACTORY
-        [--device cpu|cuda] [--dtype f32|bf16|f16] [--golden NAME] [--checkpoint model|wrapper]
-        [--steps N] [--equal-steps K] [--timeout S] [--report F.json] [--junit F.xml] [--verbose]
+        [--device cpu|cuda] [--dtype f32|bf16|f16] [--golden NAME | --geometry NAME] [--seq S]
+        [--sharding fsdp2|fsdp2-mixed-precision|MODULE:FUNCTION] [--checkpoint model|wrapper]
+        [--checks C,...] [--steps N] [--equal-steps K] [--equal-seq S] [--timeout S]
+        [--report F.json] [--junit F.xml] [--verbose]
 
-Every rank builds the module with the factory, loads the golden's weights and shards it with FSDP2:
-fully_shard on each decoder layer (the children of the module's nn.ModuleList named 'layers'), then
-on the root. Activation checkpointing is the module's own (gradient_checkpointing_enable) or
-torch's checkpoint_wrapper around each layer (--checkpoint wrapper). NCCL on CUDA (one GPU per
-rank, LOCAL_RANK), gloo on the CPU; every collective has --timeout (init_process_group's timeout).
+Every rank builds the module with the factory and loads the golden's weights (or, with --geometry,
+a released geometry at real width reduced to its first pattern of layers). The sharding strategy
+(default fsdp2: fully_shard per decoder layer, then the root) shards it; activation checkpointing
+is the module's own (gradient_checkpointing_enable) or checkpoint_wrapper per layer. NCCL on CUDA
+(one GPU per rank, LOCAL_RANK), gloo on the CPU; every collective has --timeout.
 
-Each rank trains on its own sequence of N (data parallel). The checks, each a row per rank:
-- distributed/sharded-equals-single/<golden>: K steps of SGD (lr 1e-2). Each step's loss (the mean
-  of the ranks' losses) and every gradient (full_tensor(), gathered) must equal the single-device
-  run of the same module on all N sequences, without checkpointing, under the rule of the suite's
-  multithreaded_recompute (conformance/compare.h: fp32 max-abs <= 1e-4 x max|single|, cosine >=
-  0.99999; bf16/f16 the single run's own error against its fp32 run as the baseline).
-- distributed/memory-flatness/<golden>: --steps training steps with checkpointing, gradients
+Each rank trains on its own sequence (data parallel). The checks, each a row per rank:
+- distributed/sharded-equals-single/<subject>: K steps of SGD. Each step's loss (the ranks' mean)
+  and every gradient (gathered per parameter on the device) must equal the single-device run
+  (model_sharded.py: computed before any process group exists) under compare_runs' rule (fp32:
+  max-abs <= 1e-4 x max|single|, cosine >= 0.99999; bf16/f16: the error against the fp32 run at
+  most 4x (max-abs) and 3x (RMS) the single-device run's own error; rows print both errors).
+- distributed/memory-flatness/<subject>: --steps training steps with checkpointing, gradients
   dropped and Python's cycle collector run after each; the least-squares slope of the rank's live
-  bytes (CUDA: the caching allocator's allocated bytes; CPU: the suite's tracking allocator) must
-  stay under 1% of one step's shared K/V (model_memory.py has the rule and why).
+  bytes (CUDA: the caching allocator; CPU: the suite's tracking allocator) must stay under 1% of one
+  step's shared K/V (model_memory.py has the rule and why).
 
-A rank whose module raises records a failure row naming the rank; the other ranks' collectives then
-time out instead of hanging, and every later check is a failure row "not run". The ranks exchange
-results through files in --work (default: beside --report), so a broken process group cannot lose
-them; rank 0 waits for every rank (up to --timeout), writes the report and exits 1 on any failure.
+Results travel through the rendezvous' c10d store (distributed_exchange.py), not the process group:
+a rank whose module raises is a failure row naming it and every later check is "not run"; a rank
+that dies or hangs is a row "did not report"; when the launcher stops the ranks (torchrun does once
+one fails), the first one stopped still writes the report. Exit 0 when every check passes, else 1.
 """
 from __future__ import annotations
 
@@ -40,10 +42,13 @@ from pathlib import Path
 
 import torch
 
-from .model_under_test import DTYPES, ModelError, ModelUnderTest, accepts, golden_names, one_line
+from .distributed_exchange import Exchange, on_termination
+from .model_sharded import (SHARDINGS, judge_sharded_step, release_memory, sgd, sharded, sharding_of,
+                            single_device_run, single_process_env, step_loss)
+from .model_under_test import DTYPES, LAYOUTS, ModelUnderTest, layout_of, one_line
 
 PROGRAM = "torchrun ... -m gemma4_conform conform-model --distributed"
-CHECKPOINT_PREFIX = "_checkpoint_wrapped_module."  # what checkpoint_wrapper adds to parameter names
+CHECKS = ("sharded-equals-single", "memory-flatness")
 
 
 def parse(argv):
@@ -57,19 +62,34 @@ def parse(argv):
     p.add_argument("--geometry", choices=tuple(released()), help="instead of a golden: the released geometry at real "
                    "width, reduced to its first pattern of layers (repeated as KV-shared layers where it shares "
                    "K/V), weights from the factory's own initialisation under one seed on every rank")
+    p.add_argument("--sharding", default="fsdp2", help=f"how the module is sharded: {', '.join(SHARDINGS)}, or "
+                   "MODULE:FUNCTION, FUNCTION(module, mesh, layers, dtype) sharding it in place")
     p.add_argument("--checkpoint", choices=("model", "wrapper"), default="model",
                    help="the module's gradient_checkpointing_enable(), or checkpoint_wrapper per layer")
+    p.add_argument("--checks", default=",".join(CHECKS), help=f"comma-separated, of: {', '.join(CHECKS)}")
     p.add_argument("--seq", type=int, default=128, help="tokens per sequence (one sequence per rank)")
     p.add_argument("--steps", type=int, default=200, help="memory-flatness steps (at least 10)")
     p.add_argument("--equal-steps", type=int, default=3, help="SGD steps compared with the single-device run")
-    p.add_argument("--timeout", type=float, default=300, help="seconds any collective, and rank 0's wait, may take")
-    p.add_argument("--report", help="write the JSON report here (rank 0)")
-    p.add_argument("--junit", help="write a JUnit XML report here (rank 0)")
-    p.add_argument("--work", help="a folder every rank can write (default: beside --report, else /tmp)")
+    p.add_argument("--equal-seq", type=int, help="tokens per sequence in sharded-equals-single (default --seq): "
+                   "its fp32 single-device run holds the whole model, its gradients and one sequence's activations")
+    p.add_argument("--timeout", type=float, default=300, help="seconds any collective, and each wait for the "
+                   "other ranks' results, may take")
+    p.add_argument("--report", help="write the JSON report here (default: conform-model-distributed.json)")
+    p.add_argument("--junit", help="write a JUnit XML report here")
     p.add_argument("--verbose", action="store_true", help="print every row, not only failures")
     args = p.parse_args(argv)
-    if args.steps < 10 or args.equal_steps < 1 or args.timeout <= 0 or args.seq < 2:
-        p.error("--steps must be >= 10, --equal-steps >= 1, --seq >= 2 and --timeout > 0")
+    args.checks = [c for c in args.checks.split(",") if c]
+    if set(args.checks) - set(CHECKS) or not args.checks:
+        p.error(f"--checks {','.join(args.checks)!r}: choose from {', '.join(CHECKS)}")
+    args.equal_seq = args.equal_seq or args.seq
+    if args.steps < 10 or args.equal_steps < 1 or args.timeout <= 0 or min(args.seq, args.equal_seq) < 2:
+        p.error("--steps must be >= 10, --equal-steps >= 1, --seq and --equal-seq >= 2 and --timeout > 0")
+    try:
+        args.sharding = sharding_of(args.sharding)
+    except ValueError as e:
+        p.error(str(e))
+    if args.sharding.weights == "f32" and args.dtype == "f32":
+        p.error(f"--sharding {args.sharding.name} needs --dtype bf16 or f16 (it computes in --dtype)")
     return args
 
 
@@ -83,7 +103,7 @@ def released() -> dict:
 
 @dataclasses.dataclass
 class Source:
-    """What the ranks train: a config and its weights by golden name (a golden, or a geometry's)."""
+    """What the ranks train: a config and its weights (on the host) by golden name."""
     name: str
     config: dict
     weights: dict
@@ -100,17 +120,26 @@ def reduced(config: dict) -> dict:
     return out
 
 
-def geometry_source(model: ModelUnderTest, name: str, device: str) -> Source:
-    from .model_under_test import LAYOUTS, layout_of
-
+def geometry_source(model: ModelUnderTest, name: str) -> Source:
     config = json.loads(released()[name].read_text())
     config = reduced(config.get("text_config", config))
     torch.manual_seed(1234)  # the same initialisation on every rank
     module = model.build(config)
     prefix = LAYOUTS[layout_of(module)]
-    weights = {(k[len(prefix):] if k.startswith(prefix) else k): v.detach().clone()
+    weights = {(k[len(prefix):] if k.startswith(prefix) else k): v.detach().cpu()
                for k, v in module.state_dict().items()}
+    del module
+    release_memory()
     return Source(f"{name}-{config['num_hidden_layers']}-layers", config, weights)
+
+
+def golden_source(args) -> Source:
+    from .model_checks import model_goldens
+
+    golden = next((g for g in model_goldens(args.dtype) if g.name == args.golden), None)
+    if golden is None:
+        raise ValueError(f"no model golden {args.golden!r} in {args.dtype}")
+    return Source(golden.name, golden.config, golden.weights)
 
 
 def row(case: str, ok: bool, metric="", value=0.0, bound=0.0, detail="", baseline=None) -> dict:
@@ -121,140 +150,75 @@ def row(case: str, ok: bool, metric="", value=0.0, bound=0.0, detail="", baselin
     return r
 
 
-# --- the model, sharded ------------------------------------------------------------------------
+# --- the checks on one rank ----------------------------------------------------------------------
 
 
-def decoder_layers(module: torch.nn.Module) -> torch.nn.ModuleList:
-    for name, child in module.named_modules():
-        if isinstance(child, torch.nn.ModuleList) and name.rsplit(".", 1)[-1] == "layers" and len(child):
-            return child
-    raise ModelError("the module has no non-empty nn.ModuleList named 'layers' (the decoder layers to shard)")
+class Rank:
+    def __init__(self, args, rank: int, world: int, device: str):
+        from .model_runner import resolve
 
-
-def sharded(loaded, mesh, checkpoint: str) -> torch.nn.Module:
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-    from torch.distributed.fsdp import fully_shard
-
-    module = loaded.module
-    layers = decoder_layers(module)
-    if checkpoint == "wrapper":
-        for i in range(len(layers)):
-            layers[i] = checkpoint_wrapper(layers[i])
-    elif not hasattr(module, "gradient_checkpointing_enable"):
-        raise ModelError("the module has no gradient_checkpointing_enable() (try --checkpoint wrapper)")
-    else:
-        module.gradient_checkpointing_enable()
-    for layer in layers:
-        fully_shard(layer, mesh=mesh)
-    fully_shard(module, mesh=mesh)
-    module.train()
-    return module
-
-
-def step(module, ids: torch.Tensor):
-    kwargs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids}
-    # Training keeps no KV cache: a recompute under checkpoint_wrapper would append to it again
-    # (the model's own gradient checkpointing turns use_cache off for the same reason).
-    if accepts(module, "use_cache"):
-        kwargs["use_cache"] = False
-    out = module(**kwargs)
-    if getattr(out, "loss", None) is None:
-        raise ModelError("forward(labels=...) returned no .loss")
-    out.loss.backward()
-    return out.loss.detach()
-
-
-def full_grads(module, layout: str, wanted: frozenset) -> dict:
-    """grads/<golden name> -> the whole gradient on the CPU (DTensor shards gathered)."""
-    names = {n.replace(CHECKPOINT_PREFIX, ""): g.replace(CHECKPOINT_PREFIX, "")
-             for n, g in golden_names(module, layout).items()}
-    out = {}
-    for name, param in module.named_parameters():
-        golden = names.get(name.replace(CHECKPOINT_PREFIX, ""))
-        if golden is None or golden not in wanted:
-            continue
-        grad = param.grad
-        if grad is not None and hasattr(grad, "full_tensor"):
-            grad = grad.full_tensor()
-        out[f"grads/{golden}"] = torch.zeros(param.shape) if grad is None else grad.detach().float().cpu()
-    return out
-
-
-def sgd(module, lr: float = 1e-2) -> None:
-    with torch.no_grad():
-        for p in module.parameters():
-            if p.grad is not None:
-                p.add_(p.grad, alpha=-lr)
-    module.zero_grad(set_to_none=True)
-
-
-# --- the checks ----------------------------------------------------------------------------------
-
-
-class Run:
-    def __init__(self, args, golden, rank: int, world: int, mesh, device: str):
-        self.args, self.rank, self.world, self.mesh, self.device = args, rank, world, mesh, device
-        self.model = ModelUnderTest(_factory(args.factory), args.factory, device, args.dtype)
-        self.golden = golden or geometry_source(self.model, args.geometry, device)
+        self.args, self.rank, self.world, self.device = args, rank, world, device
+        self.model = ModelUnderTest(resolve(args.factory), args.factory, device, args.dtype)
+        self.mesh = None
+        with single_process_env():  # a factory sees no launcher while the source is made
+            self.source = geometry_source(self.model, args.geometry) if args.geometry else golden_source(args)
         g = torch.Generator().manual_seed(17)
-        self.ids = torch.randint(0, self.golden.config["vocab_size"], (world, args.seq), generator=g)
+        vocab = self.source.config["vocab_size"]
+        self.ids = torch.randint(0, vocab, (world, max(args.seq, args.equal_seq)), generator=g)
+        self.single = self.truth = None
 
-    def single(self, dtype: str) -> list:
-        """Each step's loss and gradients of the module on one device, all sequences at once."""
-        weights = self.golden.weights if dtype == self.args.dtype else {n: w.float() for n, w in
-                                                                          self.golden.weights.items()}
-        loaded = self.model.load(self.golden.config, weights, dtype=dtype)
-        loaded.module.train()
-        steps = []
-        for _ in range(self.args.equal_steps):
-            loss = step(loaded.module, self.ids.to(self.device))
-            steps.append({"outputs/loss": loss.float().cpu(), **full_grads(loaded.module, loaded.layout,
-                                                                          loaded.golden_weights)})
-            sgd(loaded.module)
-        return steps
+    def single_device_runs(self) -> None:
+        """Before init_process_group (model_sharded.py says why): the run in --dtype (with the sharding's
+        mixed-precision recipe, if it has one) and, in bf16/f16,
+        the fp32 truth of the rule."""
+        ids, steps = self.ids[:, :self.args.equal_seq], self.args.equal_steps
+        self.single = single_device_run(self.model, self.source, ids, self.args.dtype, steps,
+                                        master=self.args.sharding.weights)
+        if self.args.dtype != "f32":
+            self.truth = single_device_run(self.model, self.source, ids, "f32", steps)
 
     def sharded_equals_single(self) -> list:
-        from . import _core
         import torch.distributed as dist
 
-        reference = self.single(self.args.dtype)
-        truth = self.single("f32") if self.args.dtype != "f32" else [{} for _ in reference]
-        loaded = self.model.load(self.golden.config, self.golden.weights)
-        module = sharded(loaded, self.mesh, self.args.checkpoint)
+        loaded = sharded(self.model, self.source, self.mesh, self.args.checkpoint, self.args.sharding)
+        ids = self.ids[self.rank:self.rank + 1, :self.args.equal_seq].to(self.device)
         rows = []
         for k in range(self.args.equal_steps):
-            loss = step(module, self.ids[self.rank:self.rank + 1].to(self.device)).float()
+            loss = step_loss(loaded.module, ids)
+            loss.backward()
+            loss = loss.detach().float()
             dist.all_reduce(loss)  # each rank's loss is its sequence's mean: their mean is the batch's
-            tensors = {"outputs/loss": (loss / self.world).cpu(), **full_grads(module, loaded.layout,
-                                                                              loaded.golden_weights)}
-            for r in _core.compare_runs(tensors, reference[k], truth[k], {}, self.args.dtype, False):
+            truth = self.truth[k] if self.truth else None
+            for r in judge_sharded_step(loaded, loss / self.world, self.single[k], truth, self.args.dtype):
                 rows.append(row(f"rank{self.rank}/step{k}/{r['case']}", r["status"] == "pass", r["metric"],
                                 r["value"], r["bound"], r["detail"], r["baseline"]))
-            sgd(module)
+            sgd(loaded.module)
+        del loaded
+        self.single = self.truth = None
+        release_memory()
         return rows
 
     def memory_flatness(self) -> list:
         from . import _core
         from .model_memory import live_bytes, shared_kv_bytes, slope
 
-        config = self.golden.config
-        kv = shared_kv_bytes(config, 1, self.args.seq, self.args.dtype)
+        config, seq = self.source.config, self.args.seq
+        kv = shared_kv_bytes(config, 1, seq, self.args.dtype)
         kv_of = "one step's shared K/V"
         if kv == 0:  # no KV sharing (26B-A4B, 31B): a leak of any layer's K/V is the smallest to catch
             element = torch.tensor([], dtype=DTYPES[self.args.dtype]).element_size()
-            kv = 2 * config["num_key_value_heads"] * self.args.seq * config["head_dim"] * element
+            kv = 2 * config["num_key_value_heads"] * seq * config["head_dim"] * element
             kv_of = "one sliding layer's K/V (the config shares none)"
         if self.device == "cpu":
             _core.install_tracking_cpu_allocator()
-        loaded = self.model.load(self.golden.config, self.golden.weights)
-        module = sharded(loaded, self.mesh, self.args.checkpoint)
-        ids = self.ids[self.rank:self.rank + 1].to(self.device)
+        module = sharded(self.model, self.source, self.mesh, self.args.checkpoint, self.args.sharding).module
+        ids = self.ids[self.rank:self.rank + 1, :seq].to(self.device)
         steps, warmup = self.args.steps, max(3, self.args.steps // 10)
         python_gc.collect()
         python_gc.freeze()
         xs, ys = [], []
         for i in range(steps):
-            step(module, ids)
+            step_loss(module, ids).backward()
             module.zero_grad(set_to_none=True)
             python_gc.collect()
             if i >= warmup:
@@ -262,104 +226,125 @@ class Run:
                 ys.append(live_bytes(self.device.split(":")[0]))
         s, bound = slope(xs, ys), 0.01 * kv
         detail = (f"rank {self.rank} of {self.world}: {steps} steps, slope over steps {warmup}..{steps - 1}; live "
-                  f"bytes {ys[0]} -> {ys[-1]}; {kv_of} {kv} B (B=1, S={self.args.seq})")
+                  f"bytes {ys[0]} -> {ys[-1]}; {kv_of} {kv} B (B=1, S={seq})")
         return [row(f"rank{self.rank}", s < bound, "slope_bytes_per_step", s, bound, detail)]
 
 
-def _factory(spec: str):
-    from .model_runner import resolve
-
-    return resolve(spec)
-
-
-CHECKS = ("sharded-equals-single", "memory-flatness")
-
-
-# --- ranks, results through files, the report ----------------------------------------------------
-
-
-def work_dir(args) -> Path:
-    if args.work:
-        return Path(args.work)
-    run = f"{os.environ.get('MASTER_ADDR', 'local')}-{os.environ.get('MASTER_PORT', '0')}"
-    base = Path(args.report).resolve().parent if args.report else Path("/tmp")
-    return base / f"gemma4-conform-distributed-{run}"
-
-
-def wait_for(paths: list, timeout: float) -> list:
-    """The paths that exist within `timeout` seconds (all of them, unless a rank is gone)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not all(p.exists() for p in paths):
-        time.sleep(0.2)
-    return [p for p in paths if p.exists()]
-
-
-def run_rank(args, rank: int, world: int, work: Path) -> None:
-    """Runs every check on this rank; after each, writes its rows and waits for every rank's."""
+def run_rank(args, rank: int, world: int, exchange: Exchange) -> None:
+    """Runs every check on this rank; after each, posts its rows and waits for every rank's."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-
-    from . import read_golden
-    from .model_checks import model_goldens
 
     device = f"cuda:{int(os.environ.get('LOCAL_RANK', rank))}" if args.device == "cuda" else "cpu"
     if args.device == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if args.device == "cuda" else "gloo", timeout=timedelta(seconds=args.timeout))
-    mesh = init_device_mesh(args.device, (world,))
-    golden = None
-    if not args.geometry:
-        golden = next((g for g in model_goldens(args.dtype) if g.name == args.golden), None)
-    broken = None if golden or args.geometry else f"no model golden {args.golden!r} in {args.dtype}"
-    run = None
-    for check in CHECKS:
+    broken, errors, me = None, {}, None  # errors: check -> why it cannot run on this rank
+    exchange.running = args.checks[0]
+    try:
+        me = Rank(args, rank, world, device)
+    except Exception as e:  # the factory, or the golden or geometry it was given
+        errors = dict.fromkeys(args.checks, f"rank {rank} raised {one_line(e)}")
+    notes = {check: [] for check in args.checks}
+    if me is not None and "sharded-equals-single" in args.checks:
+        started = time.monotonic()
+        try:
+            me.single_device_runs()
+            notes["sharded-equals-single"].append(
+                f"rank {rank}: single-device runs {time.monotonic() - started:.1f} s ({args.dtype}"
+                f"{' and the fp32 truth' if args.dtype != 'f32' else ''}, {world} sequences of {args.equal_seq} "
+                f"tokens x {args.equal_steps} steps, before init_process_group)")
+        except Exception as e:
+            errors["sharded-equals-single"] = f"rank {rank} raised {one_line(e)} (in the single-device run)"
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo", store=exchange.store, rank=rank,
+                            world_size=world, timeout=timedelta(seconds=args.timeout))
+    if me is not None:
+        me.mesh = init_device_mesh(args.device, (world,))
+    for check in args.checks:
+        exchange.running = check
         started = time.monotonic()
         if broken:
             rows = [row(f"rank{rank}", False, detail=f"not run: {broken}")]
+        elif check in errors:
+            rows = [row(f"rank{rank}", False, detail=errors[check])]
         else:
             try:
-                run = run or Run(args, golden, rank, world, mesh, device)
-                rows = getattr(run, check.replace("-", "_"))()
+                rows = getattr(me, check.replace("-", "_"))()
             except Exception as e:  # the module under test, or a collective that timed out
                 rows = [row(f"rank{rank}", False, detail=f"rank {rank} raised {one_line(e)}")]
         raised = rows[0]["detail"].startswith(f"rank {rank} raised")
-        # Written whole, then renamed: a rank that sees the file reads all of it.
-        partial = work / f"{check}.rank{rank}.json.partial"
-        partial.write_text(json.dumps({"rows": rows, "seconds": time.monotonic() - started, "raised": raised}))
-        os.replace(partial, work / f"{check}.rank{rank}.json")
-        paths = [work / f"{check}.rank{r}.json" for r in range(world)]
-        done = wait_for(paths, args.timeout)
-        failed = [r for r, p in enumerate(paths) if p not in done or json.loads(p.read_text())["raised"]]
+        exchange.post(check, {"rows": rows, "seconds": time.monotonic() - started, "raised": raised,
+                              "notes": notes[check]})
+        got = exchange.wait(check, args.timeout)
+        failed = [r for r in range(world) if r not in got or got[r]["raised"]]
         if broken is None and failed:
             broken = f"rank {', '.join(map(str, failed))} failed in {check} (its rows say why)"
+    exchange.running = None
     try:
         dist.destroy_process_group()
     except Exception:  # a group broken by a timed-out collective
         pass
 
 
+# --- the report ----------------------------------------------------------------------------------
+
+
 def subject(args) -> str:
     return f"{args.geometry}-reduced" if args.geometry else args.golden
 
 
-def merge(args, world: int, work: Path) -> dict:
+def merge(args, world: int, posted: dict, writer: int, running) -> dict:
+    """The report's results from what every rank posted ({check: {rank: payload}})."""
     results = {}
-    for check in CHECKS:
+    for check in args.checks:
         test = f"distributed/{check}/{subject(args)}"
-        rows, seconds = [], 0.0
+        rows, notes, seconds = [], [], 0.0
         for r in range(world):
-            path = work / f"{check}.rank{r}.json"
-            if path.exists():
-                got = json.loads(path.read_text())
+            got = posted.get(check, {}).get(r)
+            if got is not None:
                 rows += got["rows"]
+                notes += got["notes"]
                 seconds = max(seconds, got["seconds"])
+            elif r == writer and running is not None:  # the writer was stopped before it finished
+                when = "during" if running == check else "before"
+                rows.append(row(f"rank{r}", False, detail=f"rank {r} was stopped {when} this check"))
             else:
-                rows.append(row(f"rank{r}", False, detail=f"rank {r} did not report within {args.timeout:g} s "
-                                                          f"(its process died or hung)"))
+                rows.append(row(f"rank{r}", False, detail=f"rank {r} did not report (its process died, hung or "
+                                                          f"was stopped)"))
         for r in rows:
             r.update(test=test, category="distributed")
-        results[test] = {"rows": rows, "notes": [], "seconds": seconds}
+        results[test] = {"rows": rows, "notes": notes, "seconds": seconds}
     return results
+
+
+def write_report(args, exchange: Exchange, wait: float, stopped: str = "") -> int:
+    from .model_runner import print_rows, summary, write_junit
+
+    posted = {check: exchange.wait(check, wait) for check in args.checks}
+    results = merge(args, exchange.world, posted, exchange.rank, exchange.running)
+    print_rows(results, args.verbose)
+    _, failed = summary(results)
+    label = (f"{args.factory} ({args.device}, {args.dtype}, {exchange.world} ranks, {args.sharding.name}, "
+             f"checkpoint {args.checkpoint})")
+    if stopped:
+        print(f"stopped: {stopped}")
+    print(f"{'FAIL' if failed else 'PASS'}: {len(results) - failed}/{len(results)} checks passed: {label}")
+    report = {"factory": args.factory, "device": args.device, "dtype": args.dtype, "world_size": exchange.world,
+              "sharding": args.sharding.name, "checkpoint": args.checkpoint, "subject": subject(args),
+              "seq": args.seq, "equal_seq": args.equal_seq, "stopped": stopped, "written_by_rank": exchange.rank,
+              "checks": len(results), "failed_checks": failed, "passed": failed == 0,
+              "seconds": {t: round(r["seconds"], 3) for t, r in results.items()},
+              "notes": {t: r["notes"] for t, r in results.items()},
+              "results": [r for res in results.values() for r in res["rows"]]}
+    path = Path(args.report or "conform-model-distributed.json")
+    partial = path.with_name(path.name + ".partial")  # written whole, then renamed
+    partial.write_text(json.dumps(report, indent=2) + "\n")
+    os.replace(partial, path)
+    print(f"report: {path}")
+    if args.junit:
+        write_junit(args.junit, results, label)
+    sys.stdout.flush()
+    exchange.report_written.set()
+    return 1 if failed or stopped else 0
 
 
 def main(argv) -> int:
@@ -374,29 +359,9 @@ def main(argv) -> int:
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    work = work_dir(args)
-    work.mkdir(parents=True, exist_ok=True)
-    # A rank removes its own files of an earlier run before init_process_group, which every rank
-    # must reach: afterwards no rank can read another's stale result.
-    for old in work.glob(f"*.rank{rank}.json"):
-        old.unlink()
-    run_rank(args, rank, world, work)
-    if rank != 0:
+    exchange = Exchange.join(rank, world, args.timeout)
+    on_termination(exchange, lambda reason: write_report(args, exchange, 0, stopped=reason))
+    run_rank(args, rank, world, exchange)
+    if rank != 0 or not exchange.claim_report():
         return 0
-    from .model_runner import print_rows, summary, write_junit
-
-    results = merge(args, world, work)
-    print_rows(results, args.verbose)
-    _, failed = summary(results)
-    label = f"{args.factory} ({args.device}, {args.dtype}, {world} ranks, checkpoint {args.checkpoint})"
-    print(f"{'FAIL' if failed else 'PASS'}: {len(results) - failed}/{len(results)} checks passed: {label}")
-    report = {"factory": args.factory, "device": args.device, "dtype": args.dtype, "world_size": world,
-              "checkpoint": args.checkpoint, "subject": subject(args), "checks": len(results), "failed_checks": failed,
-              "passed": failed == 0, "seconds": {t: round(r["seconds"], 3) for t, r in results.items()},
-              "results": [r for res in results.values() for r in res["rows"]]}
-    path = args.report or str(work / "report.json")
-    Path(path).write_text(json.dumps(report, indent=2) + "\n")
-    print(f"report: {path}")
-    if args.junit:
-        write_junit(args.junit, results, label)
-    return 1 if failed else 0
+    return write_report(args, exchange, args.timeout)

@@ -174,3 +174,56 @@ def loss_times_world_when_sharded(config: dict, dtype: str, device: str) -> torc
 
     model.forward = forward
     return model
+
+
+def loss_over_world_when_distributed(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    """Once a process group exists, the loss is divided by the world size: loss-normalisation code
+    (`if torch.distributed.is_initialized(): loss = loss / world_size`) that averages a second time
+    what FSDP's gradient reduction already averages. Judged against a single-device run computed
+    inside the ranks with the group up, it is compared with itself and passes; against a truly
+    single-device run it fails sharded-equals-single (loss and gradients halved on 2 ranks)."""
+    import torch.distributed as dist
+
+    model = transformers_models.sdpa(config, dtype, device)
+    plain = model.forward
+
+    def forward(*args, **kwargs):
+        out = plain(*args, **kwargs)
+        if dist.is_initialized() and out.loss is not None:
+            out.loss = out.loss / dist.get_world_size()
+        return out
+
+    model.forward = forward
+    return model
+
+
+def killed_on_rank1(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    """Under torchrun: rank 1's process is killed by SIGKILL in its first sharded forward (as the
+    kernel's OOM killer or a crashing kernel would) -> conform-model --distributed still writes its
+    report, with rank 1 "did not report"."""
+    import signal
+
+    model = transformers_models.sdpa(config, dtype, device)
+    if os.environ.get("RANK") == "1":
+        def forward(*args, **kwargs):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        model.forward = forward
+    return model
+
+
+# --- sharding strategies (--sharding model_controls:NAME) ------------------------------------------
+
+
+def sum_reduced_sharding(module, mesh, layers, dtype) -> None:
+    """FSDP2 whose gradient reduction sums where it should average: every gradient is world-size
+    times too large. Seen in public: PyTorch's FSDP2 on gloo summed instead of averaging
+    (pytorch/pytorch#162338, fixed by reducing with SUM then dividing), and DINOv3's FSDP2 training
+    summed its gradients (facebookresearch/dinov3#250) -> sharded-equals-single's gradients."""
+    from gemma4_conform.model_sharded import fsdp2
+
+    fsdp2(module, mesh, layers, dtype)
+    world = mesh.size()
+    for m in module.modules():
+        if hasattr(m, "set_all_reduce_hook"):  # FSDP2 modules: the hook gets each reduce-scatter's output
+            m.set_all_reduce_hook(lambda reduced: reduced.mul_(world))  # the mean times the world: the sum
