@@ -4,7 +4,7 @@
 # decoder layer with activation checkpointing, S = $SEQ (default 4096), $STEPS steps (default 200),
 # at real width (the released geometries reduced to their first pattern of layers):
 #   e2b        E2B, 5 + 5 KV-shared layers, transformers' Gemma4ForCausalLM (sdpa): must pass;
-#   26b-a4b    26B-A4B, 6 MoE layers: must pass;
+#   26b-a4b    26B-A4B, 6 MoE layers, transformers' default MoE experts (grouped_mm): must pass;
 #   31b        31B, 5 sliding + 1 global (head dim 512): must pass.
 #              The equality of these two runs at S = $EQUAL_SEQ_LARGE (default 2048): their fp32
 #              single-device run holds 5.4B (4.3B) parameters and their gradients, 43 (34) GB, plus
@@ -47,7 +47,7 @@ distributed_run() {  # NAME EXPECTED_EXIT ARGS...
 
 if stage run; then
   distributed_run e2b 0 --factory transformers_models:sdpa --geometry e2b
-  distributed_run 26b-a4b 0 --factory transformers_models:sdpa --geometry 26b-a4b --equal-seq "${EQUAL_SEQ_LARGE:-2048}"
+  distributed_run 26b-a4b 0 --factory transformers_models:sdpa_grouped_mm --geometry 26b-a4b --equal-seq "${EQUAL_SEQ_LARGE:-2048}"
   distributed_run 31b 0 --factory transformers_models:sdpa --geometry 31b --equal-seq "${EQUAL_SEQ_LARGE:-2048}"
   distributed_run e2b-closure-control 1 --factory model_controls:checkpoint_closure --geometry e2b \
     --checks memory-flatness

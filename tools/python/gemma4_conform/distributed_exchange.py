@@ -94,8 +94,8 @@ def on_termination(exchange: Exchange, write_report: Callable[[str], None], grac
             if exchange.claimed_here.is_set():  # the main thread is writing it: let it finish
                 exchange.report_written.wait(grace)
             elif exchange.claim_report():
-                write_report(f"rank {exchange.rank} was stopped by SIGTERM (torchrun stops every rank once one "
-                             f"fails)")
+                write_report(f"rank {exchange.rank} was stopped by SIGTERM (the launcher stops every rank once "
+                             f"one fails, or when it is stopped itself)")
         except BaseException as e:  # noqa: BLE001 - nothing may keep the process from exiting
             print(f"rank {exchange.rank}: writing the report after SIGTERM failed: {e}", file=sys.stderr)
         finally:

@@ -223,7 +223,8 @@ def sum_reduced_sharding(module, mesh, layers, dtype) -> None:
     from gemma4_conform.model_sharded import fsdp2
 
     fsdp2(module, mesh, layers, dtype)
-    world = mesh.size()
     for m in module.modules():
-        if hasattr(m, "set_all_reduce_hook"):  # FSDP2 modules: the hook gets each reduce-scatter's output
-            m.set_all_reduce_hook(lambda reduced: reduced.mul_(world))  # the mean times the world: the sum
+        if hasattr(m, "set_gradient_divide_factor"):  # every FSDP2 module (the layers and the root)
+            # A divide factor of 1 with plain SUM collectives (gloo has no pre-multiplied sum): the sum.
+            m.set_gradient_divide_factor(1.0)
+            m.set_force_sum_reduction_for_comms(True)

@@ -111,8 +111,10 @@ def test_summed_gradient_reduction_fails_equality(tmp_path):
     for rank in (0, 1):
         # the first loss is computed before any reduction; every gradient is twice the single run's
         assert equal[f"rank{rank}/step0/outputs/loss"]["status"] == "pass"
-        worst = next(r for c, r in equal.items() if c.startswith(f"rank{rank}/step0/grads/* (worst of "))
+        case, worst = next((c, r) for c, r in equal.items() if c.startswith(f"rank{rank}/step0/grads/* (worst of "))
         assert worst["status"] == "fail" and worst["value"] > 1000 * worst["bound"], worst
+        judged = case.split("worst of ")[1].split(":")[0]
+        assert case.endswith(f", {judged} failing)"), case  # every gradient, the layers' and the root's
         assert equal[f"rank{rank}/step1/outputs/loss"]["status"] == "fail"
 
 

@@ -21,13 +21,13 @@ import torch
 from gemma4_conform.model_under_test import DTYPES, NotSupported
 
 
-def _model(config: dict, dtype: str, device: str, attn: str) -> torch.nn.Module:
+def _model(config: dict, dtype: str, device: str, attn: str, experts: str = "eager") -> torch.nn.Module:
     import transformers
 
     # experts_implementation "eager": transformers' default grouped_mm needs 16-byte strides, which
     # the tiny goldens' bf16/f16 MoE experts lack ("strides should be multiple of 16 bytes"); the
     # released sizes have them. grouped_mm is judged in f32 by golden_check_transformers.
-    text = transformers.Gemma4TextConfig(**config, attn_implementation=attn, experts_implementation="eager")
+    text = transformers.Gemma4TextConfig(**config, attn_implementation=attn, experts_implementation=experts)
     with torch.device(device):
         model = transformers.Gemma4ForCausalLM(text)
     return model.to(DTYPES[dtype])
@@ -39,6 +39,13 @@ def eager(config: dict, dtype: str, device: str) -> torch.nn.Module:
 
 def sdpa(config: dict, dtype: str, device: str) -> torch.nn.Module:
     return _model(config, dtype, device, "sdpa")
+
+
+def sdpa_grouped_mm(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    """sdpa with transformers' default MoE experts (grouped_mm): for the released sizes (conform-model
+    --distributed --geometry 26b-a4b), whose expert strides it needs; the eager loop over 128 experts
+    is several times slower there."""
+    return _model(config, dtype, device, "sdpa", experts="grouped_mm")
 
 
 def _triton_device(device: str, what: str) -> None:
