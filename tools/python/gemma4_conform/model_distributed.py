@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 
 from .distributed_exchange import Exchange, on_termination
-from .model_sharded import (SHARDINGS, judge_sharded_step, release_memory, sgd, sharded, sharding_of,
+from .model_sharded import (SHARDINGS, agreement, judge_sharded_step, release_memory, sgd, sharded, sharding_of,
                             single_device_run, single_process_env, step_loss)
 from .model_under_test import DTYPES, LAYOUTS, ModelUnderTest, layout_of, one_line
 
@@ -253,6 +253,9 @@ def run_rank(args, rank: int, world: int, exchange: Exchange) -> None:
                 f"rank {rank}: single-device runs {time.monotonic() - started:.1f} s ({args.dtype}"
                 f"{' and the fp32 truth' if args.dtype != 'f32' else ''}, {world} sequences of {args.equal_seq} "
                 f"tokens x {args.equal_steps} steps, before init_process_group)")
+            if me.truth and rank == 0:
+                notes["sharded-equals-single"].append(f"step 0 of the single-device {args.dtype} run: "
+                                                      f"{agreement(me.single[0], me.truth[0])}")
         except Exception as e:
             errors["sharded-equals-single"] = f"rank {rank} raised {one_line(e)} (in the single-device run)"
     dist.init_process_group("nccl" if args.device == "cuda" else "gloo", store=exchange.store, rank=rank,

@@ -205,6 +205,21 @@ def single_device_run(model: ModelUnderTest, source, ids: torch.Tensor, dtype: s
     return out
 
 
+def agreement(single: dict, truth: dict) -> str:
+    """How far a reduced-precision single-device step is from its fp32 run, gradient by gradient (the
+    rule's baseline: where the two disagree, the bound is as wide as the gradient itself)."""
+    cosines = {}
+    for key, g in single.items():
+        if key.startswith("grads/"):
+            a, b = g.double().flatten(), truth[key].double().flatten()
+            norms = float(a.norm() * b.norm())
+            cosines[key[len("grads/"):]] = float(a @ b) / norms if norms else 1.0
+    worst = min(cosines, key=cosines.get)
+    ordered = sorted(cosines.values())
+    return (f"gradient cosine with the fp32 run: median {ordered[len(ordered) // 2]:.4f}, min {cosines[worst]:.4f} "
+            f"({worst}); {sum(c < 0.99 for c in ordered)} of {len(ordered)} below 0.99")
+
+
 def release_memory() -> None:
     import gc
 
