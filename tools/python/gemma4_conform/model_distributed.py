@@ -168,9 +168,8 @@ class Rank:
         self.single = self.truth = None
 
     def single_device_runs(self) -> None:
-        """Before init_process_group (model_sharded.py says why): the run in --dtype (with the sharding's
-        mixed-precision recipe, if it has one) and, in bf16/f16,
-        the fp32 truth of the rule."""
+        """Before init_process_group (model_sharded.py says why): the run in --dtype (with the
+        sharding's mixed-precision recipe, if it has one) and, in bf16/f16, the fp32 truth of the rule."""
         ids, steps = self.ids[:, :self.args.equal_seq], self.args.equal_steps
         self.single = single_device_run(self.model, self.source, ids, self.args.dtype, steps,
                                         master=self.args.sharding.weights)
