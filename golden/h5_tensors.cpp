@@ -199,6 +199,7 @@ File File::create(const std::string& path) {
 
 File File::open_read(const std::string& path) {
   silence_hdf5_errors();
+  if (files::is_directory(path)) fail(path, "is a folder, not a file");
   if (!files::is_file(path)) fail(path, "no such file");
   if (H5Fis_hdf5(path.c_str()) <= 0) fail(path, "not an HDF5 file");
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);

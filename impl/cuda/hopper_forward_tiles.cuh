@@ -5,8 +5,8 @@
 namespace gemma4::impl::cuda::hopper {
 
 // Two consumer warpgroups of 64 query rows' worth of wgmma each. How they share a CTA's work
-// depends on the head dim, because a consumer thread's fp32 output block must fit in its 240
-// registers beside the scores:
+// depends on the head dim, because a consumer thread's fp32 output block must fit in its 232
+// registers (kConsumerRegisters, hopper_tiles.cuh) beside the scores:
 //  - D <= 256 ("row split"): they split 128 query rows; each holds O 64 x D (D = 256: 128
 //    registers) and contracts all of D in S = Q K^T.
 //  - D = 512 ("D split"): O 64 x 512 would be 256 registers a thread, so they take the same 64

@@ -30,12 +30,16 @@ int conform_command(const std::vector<std::string>& argv, const impl::Backend* g
     options.erase(options.begin(), options.begin() + 2);
     options.insert(options.begin(), {"backend", "MODULE:FACTORY", "a Python callable returning gemma4_conform.Backend", true});
   }
+  std::string categories;  // from the suite's one table, so the help cannot go stale
+  for (const conformance::CategoryInfo& c : conformance::categories()) {
+    categories += std::string(categories.empty() ? "" : ", ") + c.name;
+  }
   Args args;
   if (!args.parse("conform",
-                  "Run the conformance suite against a backend: golden, op_sweep, finite_grads,\n"
-                  "multithreaded_recompute, key_conventions, memory_flatness, determinism and bad_input checks. Prints the failing\n"
-                  "results (check, case, metric, the baseline's error, bound, verdict; every result with --verbose),\n"
-                  "a progress line on a terminal, then a summary by category. Exit 0 only when nothing failed.",
+                  "Run the conformance suite against a backend, every category in turn:\n  " + categories +
+                      ".\nPrints the failing results (check, case, metric, the baseline's error, bound, verdict; every\n"
+                      "result with --verbose), a progress line on a terminal, then a summary by category. Exit 0 only\n"
+                      "when nothing failed.",
                   options, argv)) {
     return 0;
   }

@@ -142,6 +142,23 @@ bool verify_decode_file(const std::string& path, const torch::Device& device, bo
   return pass;
 }
 
+// The golden files a path names: the file itself, or every .h5 file below a folder, sorted (the
+// committed goldens: golden/, golden/reference/, golden/transformers/<case>/ are all folders of them).
+void add_golden_paths(const std::string& path, std::vector<std::string>& out) {
+  if (!files::is_directory(path)) {
+    out.push_back(path);
+    return;
+  }
+  for (const std::string& name : files::list_directory(path)) {
+    const std::string child = files::join(path, name);
+    if (files::is_directory(child)) {
+      add_golden_paths(child, out);
+    } else if (name.size() > 3 && name.compare(name.size() - 3, 3, ".h5") == 0) {
+      out.push_back(child);
+    }
+  }
+}
+
 int verify_command(const std::vector<std::string>& argv) {
   const std::vector<Option> options = {
       {"device", "cpu|cuda", "device to recompute on (default cpu)"},
@@ -149,7 +166,7 @@ int verify_command(const std::vector<std::string>& argv) {
   };
   Args args;
   if (!args.parse("golden verify PATH...",
-                  "Recompute each golden file with the reference (the file's dtype, its inputs and weights) and judge\n"
+                  "Recompute each golden file (a folder: every .h5 file below it) with the reference (the file's dtype, its inputs and weights) and judge\n"
                   "every dataset on its judged positions (judged/) under the tolerance policy (golden/FORMAT.md):\n"
                   "fp32 files against expected/ (max_abs <= 1e-4 max|expected|, cosine >= 0.99999); bf16/f16 files\n"
                   "against truth/, max_abs and RMS each within a factor of the baseline family's largest error plus\n"
@@ -161,10 +178,13 @@ int verify_command(const std::vector<std::string>& argv) {
                   options, argv)) {
     return 0;
   }
-  if (args.positional().empty()) throw UsageError{"name at least one golden file"};
+  if (args.positional().empty()) throw UsageError{"name at least one golden file or folder"};
   const torch::Device device = parse_device(args.get("device", "cpu"));
+  std::vector<std::string> paths;
+  for (const std::string& path : args.positional()) add_golden_paths(path, paths);
+  if (paths.empty()) throw Error("no .h5 file in " + args.positional()[0]);
   int failed_files = 0;
-  for (const std::string& path : args.positional()) {
+  for (const std::string& path : paths) {
     try {
       if (golden::is_decode_golden(path)) {
         failed_files += verify_decode_file(path, device, args.has("quiet")) ? 0 : 1;
@@ -187,7 +207,7 @@ int verify_command(const std::vector<std::string>& argv) {
       std::cout << "FAIL " << path << ": " << e.what_without_backtrace() << "\n";
     }
   }
-  const size_t n = args.positional().size();
+  const size_t n = paths.size();
   std::cout << "golden verify: " << n - failed_files << "/" << n << " files pass\n";
   return failed_files == 0 ? 0 : 1;
 }

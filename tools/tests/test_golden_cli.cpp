@@ -43,6 +43,13 @@ TEST(GoldenCli, GenerateVerifyShowDiff) {
   EXPECT_NE(r.out.find("PASS " + f32), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("grads/layers.2.experts.gate_up_proj"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("golden verify: 2/2 files pass"), std::string::npos) << r.out;
+  // A folder names every .h5 file below it; where one file is needed, a folder is refused by name.
+  r = run_cli("golden verify --quiet " + dir);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("golden verify: 6/6 files pass"), std::string::npos) << r.out;
+  r = run_cli("golden check " + dir + "/model " + f32);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE((r.out + r.err).find(dir + "/model: is a folder, not a file"), std::string::npos) << r.out << r.err;
 
   r = run_cli("golden show " + bf16);
   EXPECT_EQ(r.exit_code, 0) << r.err;
