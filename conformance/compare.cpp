@@ -38,18 +38,24 @@ golden::Verdict judge_run(const torch::Tensor& candidate, const torch::Tensor& r
   return golden::check_reduced_precision(candidate, truth, baseline, dtype, judged);
 }
 
+// A row with no bound: a missing tensor, a bitwise comparison.
+Result unbounded_row(const std::string& case_name, const std::string& metric, double value, bool pass,
+                     const std::string& detail) {
+  Result r;
+  r.case_name = case_name;
+  r.status = pass ? Status::kPass : Status::kFail;
+  r.metric = metric;
+  r.value = value;
+  r.detail = detail;
+  return r;
+}
+
 }  // namespace
 
 void RunComparison::add(const std::string& name, const torch::Tensor& candidate, const torch::Tensor& reference,
                         const torch::Tensor& truth, const torch::Tensor& judged) {
-  auto row = [this](const std::string& case_name, const std::string& metric, double value, bool pass,
-                    const std::string& detail) {
-    Result r{"", Category::kGolden, case_name, pass ? Status::kPass : Status::kFail, metric, value, 0};
-    r.detail = detail;
-    rows_.push_back(r);
-  };
   if (!candidate.defined()) {
-    row(name, "", 0, false, "missing from the candidate run");
+    rows_.push_back(unbounded_row(name, "", 0, false, "missing from the candidate run"));
     return;
   }
   const bool gradient = name.rfind("grads/", 0) == 0;
@@ -57,7 +63,9 @@ void RunComparison::add(const std::string& name, const torch::Tensor& candidate,
     const bool pass = at::equal(candidate, reference);
     double error = golden::measure(candidate, reference).max_abs;
     if (!pass && error == 0) error = std::numeric_limits<double>::quiet_NaN();  // NaN somewhere
-    if (!gradient || !pass) row(name, "max_abs", error, pass, pass ? "bitwise equal" : "not bitwise equal");
+    if (!gradient || !pass) {
+      rows_.push_back(unbounded_row(name, "max_abs", error, pass, pass ? "bitwise equal" : "not bitwise equal"));
+    }
     grads_ += gradient;
     failed_ += gradient && !pass;
     return;
@@ -78,10 +86,9 @@ std::vector<Result> RunComparison::rows() const {
   std::vector<Result> rows = rows_;
   if (grads_ == 0) return rows;
   if (bitwise_) {
-    Result r{"", Category::kGolden, "grads/*", failed_ == 0 ? Status::kPass : Status::kFail, "differing_tensors",
-             static_cast<double>(failed_), 0};
-    r.detail = std::to_string(grads_) + " gradients, " + std::to_string(failed_) + " not bitwise equal";
-    rows.push_back(r);
+    rows.push_back(unbounded_row("grads/*", "differing_tensors", failed_, failed_ == 0,
+                                 std::to_string(grads_) + " gradients, " + std::to_string(failed_) +
+                                     " not bitwise equal"));
     return rows;
   }
   // The worst gradient, as one row whose verdict is the whole set's.

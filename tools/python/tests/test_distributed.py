@@ -116,7 +116,10 @@ def test_summed_gradient_reduction_fails_equality(tmp_path, dtype):
         assert worst["status"] == "fail" and worst["value"] > 10 * worst["bound"], worst
         judged = case.split("worst of ")[1].split(":")[0]
         assert case.endswith(f", {judged} failing)"), case  # every gradient, the layers' and the root's
-        assert equal[f"rank{rank}/step1/outputs/loss"]["status"] == "fail"
+        step1 = next(r for c, r in equal.items() if c.startswith(f"rank{rank}/step1/grads/* (worst of "))
+        assert step1["status"] == "fail", step1
+        if dtype == "f32":  # in bf16 one SGD step (lr 1e-2) of doubled gradients moves the loss less than its bound
+            assert equal[f"rank{rank}/step1/outputs/loss"]["status"] == "fail"
 
 
 def test_rank_that_raises_is_a_failure_row_and_nothing_hangs(tmp_path):
