@@ -62,8 +62,9 @@ def parse(argv):
     p.add_argument("--geometry", choices=tuple(released()), help="instead of a golden: the released geometry at real "
                    "width, reduced to its first pattern of layers (repeated as KV-shared layers where it shares "
                    "K/V), weights from the factory's own initialisation under one seed on every rank")
-    p.add_argument("--sharding", default="fsdp2", help=f"how the module is sharded: {', '.join(SHARDINGS)}, or "
-                   "MODULE:FUNCTION, FUNCTION(module, mesh, layers, dtype) sharding it in place")
+    p.add_argument("--sharding", default="fsdp2", help="how the module is sharded: " + "; ".join(
+                   f"{name} ({s.about})" for name, s in SHARDINGS.items()) + "; or MODULE:FUNCTION, "
+                   "FUNCTION(module, mesh, layers, dtype) sharding it in place")
     p.add_argument("--checkpoint", choices=("model", "wrapper"), default="model",
                    help="the module's gradient_checkpointing_enable(), or checkpoint_wrapper per layer")
     p.add_argument("--checks", default=",".join(CHECKS), help=f"comma-separated, of: {', '.join(CHECKS)}")
