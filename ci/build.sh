@@ -7,11 +7,12 @@
 #   GEMMA4_CUDA=off             without the CUDA backend, even where nvcc is found
 #   BUILD_TARGETS="T ..."       only these targets (e.g. gemma4_conform_core: the Python module)
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set /{/^set /d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 
 TORCH_VERSION=2.11.0  # the GPU host's version; its PyPI wheel is built for CUDA 13.0, like our nvcc
 H5PY_VERSION=3.16.0
-TRANSFORMERS_VERSION=5.17.0  # golden check proven on transformers (tools/check_transformers_candidates.py)
+TRANSFORMERS_VERSION=5.17.0  # golden check proven on transformers (golden/generators/check_transformers_candidates.py)
 SAFETENSORS_VERSION=0.8.0
 NUMPY_VERSION=2.4.6
 PYTEST_VERSION=8.4.2               # the Python package's tests (tools/python/tests)
@@ -66,7 +67,7 @@ torch_prefix() {
       return
     fi
   fi
-  # h5py and NumPy: the golden files' cross-read check (tools/golden_h5py_check.py, in CTest).
+  # h5py and NumPy: the golden files' cross-read check (golden/generators/golden_h5py_check.py, in CTest).
   if ! .venv/bin/python -c 'import h5py, numpy' 2>/dev/null; then
     say "installing h5py==$H5PY_VERSION numpy==$NUMPY_VERSION from PyPI into .venv" >&2
     .venv/bin/python -m pip install -q "h5py==$H5PY_VERSION" "numpy==$NUMPY_VERSION" >&2
@@ -115,7 +116,7 @@ cuda_options() {
 }
 
 # The CuTe/CUTLASS headers (header-only; the Hopper kernels): $CUTLASS_INCLUDE_DIR where set (the
-# GPU host, ci/gpu_env.sh), else the nvidia-cutlass wheel in .venv, installed without its Python
+# GPU host, ci/gpu/common.sh), else the nvidia-cutlass wheel in .venv, installed without its Python
 # dependencies (only the headers it carries are used).
 cutlass_include() {
   if [ -n "${CUTLASS_INCLUDE_DIR:-}" ]; then

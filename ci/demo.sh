@@ -4,6 +4,7 @@
 # the JUnit XML are.
 #   ci/demo.sh [conform's options...]     e.g. ci/demo.sh --dtype bf16, ci/demo.sh --backend variant-sdpa
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set /{/^set /d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 ci/build.sh > "${TMPDIR:-/tmp}/gemma4-build.log" 2>&1 || { tail -30 "${TMPDIR:-/tmp}/gemma4-build.log"; exit 1; }
 out=${TMPDIR:-/tmp}/gemma4-conform

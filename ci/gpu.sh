@@ -1,115 +1,124 @@
 #!/usr/bin/env bash
-# The GPU CI entry point (issue "Benchmarks and performance-regression tracking across GPUs"): on
-# the GPU host, from the repository root, with shared/ copied into the checkout. Logs, reports and
-# bench-compare.html go to $OUT. The run keeps to $GPU_SH_BUDGET_S seconds from its start (default
-# 520, under the device tool's 10 minutes a command): the benchmarks get what the build leaves, the
-# conformance runs what the benchmarks leave, and a run cut short is reported with exit 124.
+# The GPU CI entry point: what a self-hosted GPU runner calls, from any directory, on a host with
+# NVIDIA GPUs, nvcc and python3 with a CUDA torch (the build uses its LibTorch: TORCH_PREFIX).
 #
-#   ci/gpu.sh                     1. build against the host's CUDA LibTorch (ci/build.sh);
-#                                 2. the baseline set (bench/baseline_filter.txt, 9 repetitions)
-#                                    compared with bench/baselines/<gpu>.json by gemma4-conform
-#                                    bench-compare ($OUT/bench-compare.{txt,html});
-#                                 3. gemma4-conform conform --device cuda in bf16 for the reference
-#                                    backend and, where it is built, the cuda backend;
-#                                 then a summary, last, one line per step.
-#   ci/gpu.sh --refresh-baseline  build and the same benchmarks, written to $OUT/<gpu>.json and, when
-#                                 the checkout is writable, bench/baselines/<gpu>.json (commit it).
-#   ci/gpu.sh --help
+#   ci/gpu.sh [--stages STAGE,...|all] [--out DIR] [--time-limit SECONDS] [--max-files N] [--help]
 #
-# <gpu>: nvidia-smi's GPU name lowercased, spaces as '-' (nvidia-h200, nvidia-h100-80gb-hbm3).
-# $BENCH_THRESHOLD: bench-compare's --threshold in percent (default: its own, 5).
-# Exit 0 when every step passed and no benchmark regressed; 1 otherwise; 2 on a bad argument.
+# Stages (ci/gpu/<stage>.sh; each builds first, or reuses the build of an earlier stage of the call),
+# run in this order whatever the order given:
+#   bench        the benchmarks and the regression gate: the baseline set compared with
+#                bench/baselines/<gpu>.json (bench-compare), the fused-backend figures, decode attention.
+#                First, on a GPU that has run nothing else, as when the baselines were recorded.
+#   test         correctness on CUDA: CTest, the reference against transformers, the goldens on CUDA,
+#                the conformance suite (reference, faulty backends, example plugin), the cuda backend,
+#                decoding, the Python package and the third-party kernels, conform-model with the
+#                historic environments, calibration (CUDA and the host's CPU).
+#   memory       activation memory of the released geometries (memory measure, memory report).
+#   distributed  conform-model --distributed on 2 GPUs (NPROC); "skipped: needs 2 GPUs, found N" on fewer.
+# all (the default) is every stage. Each stage's --help lists its steps and the variables that tune them.
+#
+#   --out DIR           results: DIR/<stage>/ (each run's log, JSON report and table; the stage's
+#                       junit.xml, summary.json, summary.txt, console.log), DIR/junit.xml (every stage,
+#                       one testsuite each), DIR/summary.json, DIR/summary.txt. Default $OUT, else /tmp/gpu-ci.
+#   --time-limit S      the whole call keeps to S seconds: no run is launched when fewer than 50 s would
+#                       be left (GPU_CI_MIN_RUN_S + GPU_CI_RESERVE_S), a running one is cut short 20 s
+#                       before the end; what was not run is listed, and counts as a failure.
+#   --max-files N       leave at most N files under --out: when there are more, all go into
+#                       DIR/results.tar.gz, beside summary.txt, junit.xml and the stages' key results.
+#   --help
+#
+# Prints each stage's runs as they finish, then one line per stage. Exit 0 when every stage passed
+# (or was skipped), 1 when one failed, was incomplete or did not run (no GPU: at once), 2 on a bad option.
+#
+# On a lent machine of 10-minute calls that returns few files, e.g.:
+#   ci/gpu.sh --stages bench --time-limit 560 --max-files 8
+#   ci/gpu/test.sh --only build,conform,cuda-backend --time-limit 560 --max-files 8
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
-refresh=false
-case "${1:-}" in
-  -h | --help) sed -n '2,/^set /{/^set /d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;;
-  --refresh-baseline) refresh=true ;;
-  "") ;;
-  *) echo "usage: ci/gpu.sh [--refresh-baseline | --help]" >&2; exit 2 ;;
-esac
-source ci/gpu_env.sh
-deadline=$((SECONDS + ${GPU_SH_BUDGET_S:-520}))
-BENCH_FLAGS=(--benchmark_repetitions=9 --benchmark_min_time=0.05s)  # bench-compare tests >= 9 repetitions
-filter="^($(grep -v '^[[:space:]]*\(#\|$\)' bench/baseline_filter.txt | paste -sd'|'))"
-CLI=build/bin/gemma4-conform
+# shellcheck source=ci/gpu/common.sh
+source "$(dirname "$0")/gpu/common.sh" || exit 2
+ORDER=(bench test memory distributed)
+
+stages="all" out="" limit="" max_files=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    -h | --help) print_usage "$0"; exit 0 ;;
+    --stages) [ $# -ge 2 ] || usage_error "--stages needs a list"; stages=$2; shift ;;
+    --stages=*) stages=${1#--stages=} ;;
+    --out) [ $# -ge 2 ] || usage_error "--out needs a directory"; out=$2; shift ;;
+    --out=*) out=${1#--out=} ;;
+    --time-limit) [ $# -ge 2 ] || usage_error "--time-limit needs seconds"; limit=$2; shift ;;
+    --time-limit=*) limit=${1#--time-limit=} ;;
+    --max-files) [ $# -ge 2 ] || usage_error "--max-files needs a number"; max_files=$2; shift ;;
+    --max-files=*) max_files=${1#--max-files=} ;;
+    *) usage_error "unknown option '$1'" ;;
+  esac
+  shift
+done
+[ -z "$limit" ] || [[ "$limit" =~ ^[1-9][0-9]*$ ]] || usage_error "--time-limit: '$limit' is not a number of seconds"
+[ -z "$max_files" ] || [[ "$max_files" =~ ^[1-9][0-9]*$ ]] || usage_error "--max-files: '$max_files' is not a positive number"
+[ "$stages" = all ] && stages=$(IFS=,; echo "${ORDER[*]}")
+for s in ${stages//,/ }; do
+  in_list "$s" "${ORDER[@]}" || usage_error "--stages: no stage '$s' (stages: ${ORDER[*]}, or all)"
+done
+selected=()
+for s in "${ORDER[@]}"; do [[ ",$stages," == *",$s,"* ]] && selected+=("$s"); done
+[ ${#selected[@]} -gt 0 ] || usage_error "--stages: none given"
+
+OUT=$(absolute_path "${out:-${OUT:-/tmp/gpu-ci}}")
+cd "$GPU_CI_REPO" || exit 2
+t0=$(now)
+[ -n "$limit" ] && export GPU_CI_DEADLINE=$((t0 + limit))
+export GPU_CI_ROOT=$OUT
+unset GPU_CI_FULL_BUILD
+mkdir -p "$OUT" || exit 1
+rm -f "$OUT/summary.txt" "$OUT/summary.json" "$OUT/junit.xml" "$OUT/results.tar.gz" "$OUT/.keep-files"
+
+lines=()
+finish() {  # the summary, the merged reports, the packing; exit
+  local code=$1
+  {
+    echo "== GPU CI summary ($gpu, $(($(now) - t0)) s; results in $OUT)"
+    printf '%s\n' "${lines[@]}"
+  } | tee "$OUT/summary.txt"
+  python3 ci/gpu/results.py merge "$OUT" "${ran[@]}" "${not_run[@]}"
+  [ -n "$max_files" ] && pack_results "$OUT" "$max_files"
+  rm -f "$OUT/.keep-files"
+  exit "$code"
+}
+
+ran=() not_run=() gpu="no GPU"
+if ! reason=$(require_gpu 2>&1) || ! reason=$(gpu_env_setup 2>&1); then
+  for s in "${selected[@]}"; do
+    lines+=("$s: not run: $reason")
+    not_run+=(--not-run "$s=$reason")
+  done
+  echo "ci/gpu.sh: $reason" >&2
+  finish 1
+fi
+gpu="$(gpu_count) x $(gpu_key)"
+
 status=0
-declare -A summary  # one line per step
-
-t0=$SECONDS
-gpu_build
-code=$?
-summary[build]="build: exit $code, $((SECONDS - t0)) s ($OUT/build.log)"
-[ $code -eq 0 ] || { echo "${summary[build]}"; exit 1; }
-key=$(gpu_key)
-baseline=bench/baselines/$key.json
-
-# The benchmarks first, on a GPU that has run nothing else: as when the baseline was recorded.
-limit=$((deadline - SECONDS - 15))
-RUN_TIMEOUT=$((limit > 1 ? limit : 1)) bench_run bench "$filter" "${BENCH_FLAGS[@]}"
-bench_code=$run_code
-[ $bench_code -eq 0 ] || status=1
-[ $bench_code -eq 124 ] && bench_code="124 (ran past the time budget)"
-counts=$(python3 bench/summarize.py --counts "$OUT/bench.json" 2>/dev/null) || counts="no readable report"
-summary[bench]="bench: exit $bench_code, $counts ($OUT/bench.json; medians in $OUT/bench_summary.txt)"
-python3 bench/summarize.py "$OUT/bench.json" > "$OUT/bench_summary.txt" 2>&1
-
-if $refresh; then
-  if [ $status -eq 0 ]; then
-    cp "$OUT/bench.json" "$OUT/$key.json"
-    summary[baseline]="baseline: wrote $OUT/$key.json"
-    if [ -w bench/baselines ] && cp "$OUT/bench.json" "$baseline"; then summary[baseline]+=" and $baseline"; fi
-    summary[baseline]+="; commit it as $baseline"
-  else
-    summary[baseline]="baseline: not written (the benchmark run failed)"
-  fi
-  echo "== summary ($key, $SECONDS s)"
-  printf '%s\n' "${summary[build]}" "${summary[bench]}" "${summary[baseline]}"
-  exit $status
-fi
-
-if [ ! -f "$baseline" ]; then
-  summary[compare]="compare: skipped: no $baseline; create it with 'ci/gpu.sh --refresh-baseline' on this GPU, then"
-  summary[compare]+=" commit the $OUT/$key.json it writes as $baseline (bench/baselines/README.md)"
-else
-  $CLI bench-compare "$baseline" "$OUT/bench.json" --html "$OUT/bench-compare.html" \
-    ${BENCH_THRESHOLD:+--threshold "$BENCH_THRESHOLD"} > "$OUT/bench-compare.txt" 2>&1
-  code=$?
-  [ $code -eq 0 ] || status=1
-  grep -E 'warning|regression$' "$OUT/bench-compare.txt"  # the warnings and the regressed benchmarks
-  # Its last line but one: "bench-compare: 59 benchmarks: 2 regression, 1 faster, 56 same (threshold 5%, ...)".
-  verdicts=$(grep '^bench-compare: ' "$OUT/bench-compare.txt" | tail -1)
-  if [ -n "$verdicts" ]; then
-    regressions=$(grep -oE '[0-9]+ regression' <<< "$verdicts" | grep -oE '^[0-9]+' || echo 0)
-  else
-    regressions="unknown"
-    verdicts=$(tail -1 "$OUT/bench-compare.txt")
-  fi
-  summary[compare]="compare: exit $code, $regressions regressions against $baseline ($verdicts); $OUT/bench-compare.html"
-fi
-
-# The conformance suite, each run with an equal share of the time left.
-runs=(reference-bf16)
-if grep -q '^cuda ' <<< "$($CLI backends)"; then
-  runs+=(cuda-bf16)
-else
-  summary[cuda-bf16]="conform cuda-bf16: not run (the cuda backend is not built)"
-fi
-for i in "${!runs[@]}"; do
-  name=${runs[$i]}
-  share=$(((deadline - SECONDS) / (${#runs[@]} - i)))
-  if [ $((deadline - SECONDS)) -lt 30 ]; then
-    summary[$name]="conform $name: not run (no time left in the budget)"
+for s in "${selected[@]}"; do
+  if [ -n "${GPU_CI_DEADLINE:-}" ] && [ $((GPU_CI_DEADLINE - $(now))) -lt $((GPU_CI_RESERVE_S + GPU_CI_MIN_RUN_S)) ]; then
+    lines+=("$s: not run: the time limit ($((GPU_CI_DEADLINE - $(now))) s left)")
+    not_run+=(--not-run "$s=the time limit")
     status=1
     continue
   fi
-  RUN_TIMEOUT=$share conform_run "$name" 0 --backend "${name%-bf16}" --dtype bf16
-  code=$run_code
-  [ $code -eq 124 ] && code="124 (cut short at its $share s share of the budget)"
-  summary[$name]="conform $name: exit $code: $(tail -1 "$OUT/$name.txt")"
+  mkdir -p "$OUT/$s"
+  echo "==== stage $s"
+  "ci/gpu/$s.sh" --out "$OUT/$s" 2>&1 | tee "$OUT/$s/console.log"
+  code=${PIPESTATUS[0]}
+  ran+=("$s")
+  [ "$code" -eq 0 ] || status=1
+  if [ -s "$OUT/$s/summary.txt" ]; then
+    lines+=("$(head -1 "$OUT/$s/summary.txt")")
+  else
+    lines+=("$s: FAIL: exit $code without a summary ($OUT/$s/console.log)")
+  fi
+  # A later stage reuses a full build that passed (the distributed stage's is partial).
+  if [ "$s" != distributed ] && grep -q $'^build\tbuild\tpass\t' "$OUT/$s/results.tsv" 2> /dev/null; then
+    export GPU_CI_FULL_BUILD=1
+  fi
 done
-
-echo "== summary ($key, $SECONDS s)"
-printf '%s\n' "${summary[build]}" "${summary[reference-bf16]}" "${summary[cuda-bf16]}" "${summary[bench]}" \
-  "${summary[compare]}"
-exit $status
+finish $status

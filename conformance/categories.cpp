@@ -32,13 +32,4 @@ std::optional<Category> parse_category(const std::string& name) {
   return std::nullopt;
 }
 
-const char* status_name(Status status) {
-  switch (status) {
-    case Status::kPass: return "pass";
-    case Status::kFail: return "fail";
-    case Status::kNotSupported: return "not_supported";
-  }
-  return "?";
-}
-
 }  // namespace gemma4::conformance

@@ -1,15 +1,17 @@
 #pragma once
-// One check of the conformance suite, and how it reports. Each check runs as a GoogleTest test
-// (registered at run time for the chosen backend, device and dtype) and records one or more
-// results: a metric, its bound and a verdict, or "not supported".
+// One check of the conformance suite, and how it reports. The runner (suite.h) runs each check for
+// the chosen backend, device and dtype; a check records one or more result rows (report.h): a
+// metric, its bound and a verdict, or "not supported".
 #include <torch/types.h>
 
 #include <functional>
-#include <limits>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "conformance/report.h"
 #include "golden/tolerance.h"
 #include "impl/backend.h"
 
@@ -23,31 +25,12 @@ struct SuiteOptions {
   std::string golden_dir;   // the committed goldens (golden/ of the source tree)
 };
 
-using impl::Category;
-
-enum class Status { kPass, kFail, kNotSupported };
-const char* status_name(Status status);  // "pass", "fail", "not_supported"
-
-struct Result {
-  std::string test;      // "golden/op/rms_norm-scale"
-  Category category = Category::kGolden;
-  std::string case_name; // what was measured inside the test ("outputs/y", "layers.1.self_attn.k_proj.weight")
-  Status status = Status::kPass;
-  std::string metric;    // what the value is ("max_abs", "rms", "slope_bytes_per_step", "error")
-  double value = 0;
-  double bound = 0;
-  // Judged against the baseline family (bf16/f16): that family's error in the same metric, so that
-  // every row shows both errors, the candidate's and the baseline's. NaN when there is none.
-  double baseline = std::numeric_limits<double>::quiet_NaN();
-  std::string detail;    // cosine/NMSE, an error message, or why not supported
-  // How close the value came to its bound: value / bound (infinity past a zero bound).
-  double ratio() const;
-};
-
-// Given to a check's body; records results and turns failures into GoogleTest failures.
+// Given to a check's body; turns what it measures into result rows of the report (report.h).
 class Reporter {
  public:
-  Reporter(std::string test, Category category) : test_(std::move(test)), category_(category) {}
+  using Sink = std::function<void(Result)>;
+  Reporter(std::string test, Category category, Sink sink)
+      : test_(std::move(test)), category_(category), sink_(std::move(sink)) {}
   void record(const std::string& case_name, const std::string& metric, double value, double bound, bool pass,
               const std::string& detail = "");
   // A tensor judged by the tolerance policy: its deciding metric, both errors, cosine and NMSE.
@@ -56,17 +39,35 @@ class Reporter {
   void record(Result result);
   // A failure that is not a measurement (an exception, a missing output).
   void fail(const std::string& case_name, const std::string& detail);
-  // Marks the whole test not_supported (GoogleTest: skipped).
+  // Marks the whole test not supported; the check returns right after.
   void not_supported(const std::string& reason);
+  int recorded() const { return recorded_; }
 
  private:
   std::string test_;
   Category category_;
+  Sink sink_;
+  int recorded_ = 0;
 };
 
 // A tensor judged by the tolerance policy as a result row (test and category left empty): the
 // deciding metric (max_abs or rms), both errors, cosine and NMSE in the detail.
 Result verdict_result(const std::string& case_name, const golden::Verdict& verdict);
+
+// A result that does not depend on the candidate (a truth, a baseline-family member's run) for one
+// check in the options' dtype and device: computed once per process and kept, so that judging many
+// backends in one process (calibrate, conform --backend all) computes it once, not once per
+// backend. `key` names everything else the result depends on (the check, the case, the member).
+template <typename T>
+const T& shared_result(const std::string& key, const SuiteOptions& options, const std::function<T()>& compute) {
+  static std::mutex mutex;
+  static std::map<std::string, T> results;
+  const std::string full_key = key + "|" + c10::toString(options.dtype) + "|" + options.device.str();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = results.find(full_key);
+  if (it == results.end()) it = results.emplace(full_key, compute()).first;
+  return it->second;
+}
 
 struct Check {
   Category category;
@@ -81,8 +82,6 @@ struct CategoryInfo {
   std::vector<Check> (*checks)(const SuiteOptions& options);
 };
 const std::vector<CategoryInfo>& categories();  // in the order the suite runs and reports them
-const char* category_name(Category category);
-std::optional<Category> parse_category(const std::string& name);
 
 // The checks of each category (conformance/checks_*.cpp).
 std::vector<Check> golden_checks(const SuiteOptions& options);

@@ -151,7 +151,9 @@ void check_equivalence(const std::string& name, const SuiteOptions& o, Reporter&
       decode_logits(model, tokens, prompt_mask, kPrompt, candidate_decoder(o, kChunk, key).options);
   Members family;
   for (const Decoder& d : family_decoders(o, kChunk, key)) {
-    family.emplace_back(d.name, decode_logits(model, tokens, prompt_mask, kPrompt, d.options));
+    family.emplace_back(d.name, shared_result<Tensor>("decode/equivalence/" + name + "|" + d.name, o, [&] {
+                          return decode_logits(model, tokens, prompt_mask, kPrompt, d.options);
+                        }));
   }
   if (!family.empty()) family.emplace_back("reference full forward", same_dtype.logits);
   r.record("logits", family_verdict(candidate, truth.logits, family, judged, o.dtype));
@@ -179,7 +181,9 @@ void check_transformers(const std::string& path, const SuiteOptions& o, Reporter
   const TensorMap candidate = golden::decode_candidate(g, model, candidate_decoder(o, 0, g.kv_key).options);
   std::vector<std::pair<std::string, TensorMap>> family;
   for (const Decoder& d : family_decoders(o, 0, g.kv_key)) {
-    family.emplace_back(d.name, golden::decode_candidate(g, model, d.options));
+    family.emplace_back(d.name, shared_result<TensorMap>("decode/transformers|" + path + "|" + d.name, o, [&] {
+                          return golden::decode_candidate(g, model, d.options);
+                        }));
   }
   // Near-ties from the reference's fp32 run (it equals transformers': golden verify) and its same-dtype run.
   const bool reduced = o.dtype != torch::kFloat32;

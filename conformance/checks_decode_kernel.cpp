@@ -89,13 +89,21 @@ void check_kernel(const KernelCase& c, const SuiteOptions& o, Reporter& r) {
   if (!why.empty()) return r.not_supported(why);
   const Inputs in = make_inputs(c, o.dtype, o.device);
   torch::NoGradGuard no_grad;
-  const Tensor truth = run(reference_kv_cache_ops(), c, in, torch::kFloat32);
+  // The truth and the family's runs do not depend on the candidate: computed once per process.
+  const std::string check = std::string("decode/kernel/") + c.name + "|";
+  const Tensor truth =
+      shared_result<Tensor>(check + "truth", o, [&] { return run(reference_kv_cache_ops(), c, in, torch::kFloat32); });
   const Tensor candidate = run(o.backend.kv_cache, c, in, o.dtype);
   Members family;
   if (o.dtype != torch::kFloat32) {
-    if (o.backend.name != "reference") family.emplace_back("reference", run(reference_kv_cache_ops(), c, in, o.dtype));
+    if (o.backend.name != "reference") {
+      family.emplace_back("reference", shared_result<Tensor>(check + "reference", o, [&] {
+                            return run(reference_kv_cache_ops(), c, in, o.dtype);
+                          }));
+    }
     for (const golden::FamilyMember& m : baseline_family(o.device, o.dtype)) {
-      if (m.kv_cache && m.name != o.backend.name) family.emplace_back(m.name, run(*m.kv_cache, c, in, o.dtype));
+      if (!m.kv_cache || m.name == o.backend.name) continue;
+      family.emplace_back(m.name, shared_result<Tensor>(check + m.name, o, [&] { return run(*m.kv_cache, c, in, o.dtype); }));
     }
   }
   const Tensor real = in.padding.cpu().repeat({1, 2}).unsqueeze(-1);  // own queries, then the shared read's

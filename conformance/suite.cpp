@@ -1,115 +1,35 @@
 #include "conformance/suite.h"
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include <fstream>
-#include <cmath>
+#include <chrono>
 #include <iomanip>
 #include <iostream>
-#include <map>
 #include <regex>
+#include <sstream>
 
 #include "conformance/compare.h"
+#include "golden/golden_file.h"
 #include "reference/error.h"
+#include "reference/text.h"
 
 namespace gemma4::conformance {
 namespace {
 
-// The results of this process's run: tests run one after another, on the main thread.
-std::vector<Result>& recorded() {
-  static std::vector<Result> results;
-  return results;
-}
-// This run's printing (run_suite sets them; one run per process).
-RowPrinting g_rows = RowPrinting::kFailures;
-bool g_progress = false;
+using text::sci;
 
-std::string pad(std::string s, size_t width) {
-  if (s.size() < width) s.resize(width, ' ');
-  return s + " ";
-}
+std::string test_name(const Check& c) { return std::string(category_name(c.category)) + "/" + c.name; }
 
-std::string sci(double v) {
-  std::ostringstream s;
-  s << std::scientific << std::setprecision(2) << v;
-  return s.str();
-}
-
-// ggml's test-backend-ops style: check, case, metric, the baseline's error where there is one,
-// bound, verdict. Both errors print before the verdict, as FlashAttention's tests do.
-void print_row(const Result& r) {
-  if (g_rows == RowPrinting::kFailures && r.status != Status::kFail) return;
-  if (g_progress) std::cerr << "\r\033[K" << std::flush;  // the row replaces the progress line
-  const char* verdict = r.status == Status::kPass ? "OK" : r.status == Status::kFail ? "FAIL" : "not supported";
-  std::cout << "  " << pad(r.test, 52) << pad(r.case_name, 44);
-  if (r.status == Status::kNotSupported) {
-    std::cout << verdict << " (" << r.detail << ")\n";
-    return;
-  }
-  if (!r.metric.empty()) {
-    std::cout << pad(r.metric + "=" + sci(r.value), 18) << pad(std::isnan(r.baseline) ? "" : "baseline=" + sci(r.baseline), 19)
-              << pad("bound=" + sci(r.bound), 16);
-  }
-  std::cout << verdict;
-  if (!r.detail.empty()) std::cout << "  " << r.detail;
-  std::cout << "\n";
-}
-
-// "[12/81] golden/model/e2b" on stderr, rewritten in place while the suite runs.
-class ProgressLine : public ::testing::EmptyTestEventListener {
-  void OnTestStart(const ::testing::TestInfo& info) override {
-    const int total = ::testing::UnitTest::GetInstance()->test_to_run_count();
-    std::cerr << "\r\033[K  [" << ++started_ << "/" << total << "] " << info.test_suite_name() << "/" << info.name()
-              << std::flush;
-  }
-  void OnTestProgramEnd(const ::testing::UnitTest&) override { std::cerr << "\r\033[K" << std::flush; }
-  int started_ = 0;
-};
-
-void add(Result r) {
-  print_row(r);
-  recorded().push_back(std::move(r));
-}
-
-class CheckTest : public ::testing::Test {
- public:
-  CheckTest(const Check* check, const SuiteOptions* options) : check_(check), options_(options) {}
-  void TestBody() override {
-    const size_t before = recorded().size();
-    Reporter reporter(std::string(category_name(check_->category)) + "/" + check_->name, check_->category);
-    try {
-      check_->run(*options_, reporter);
-    } catch (const std::exception&) {
-      reporter.fail("", error_message(std::current_exception()));
-    }
-    if (recorded().size() == before && !IsSkipped()) reporter.fail("", "the check recorded no result");
-  }
-
- private:
-  const Check* check_;
-  const SuiteOptions* options_;
-};
-
-std::vector<Check> all_checks(const SuiteOptions& o) {
-  std::vector<Check> all;
-  for (const CategoryInfo& category : categories()) {
-    for (Check& c : category.checks(o)) all.push_back(std::move(c));
-  }
-  return all;
+Result row(const std::string& case_name, Status status, const std::string& detail) {
+  Result r;
+  r.case_name = case_name, r.status = status, r.detail = detail;
+  return r;
 }
 
 }  // namespace
 
-double Result::ratio() const {
-  if (std::isnan(value)) return std::numeric_limits<double>::infinity();
-  return bound > 0 ? value / bound : (value > 0 ? std::numeric_limits<double>::infinity() : 0.0);
-}
-
 void Reporter::record(const std::string& case_name, const std::string& metric, double value, double bound, bool pass,
                       const std::string& detail) {
-  Result r{test_, category_, case_name, pass ? Status::kPass : Status::kFail, metric, value, bound};
-  r.detail = detail;
+  Result r = row(case_name, pass ? Status::kPass : Status::kFail, detail);
+  r.metric = metric, r.value = value, r.bound = bound;
   record(std::move(r));
 }
 
@@ -117,16 +37,22 @@ void Reporter::record(const std::string& case_name, const golden::Verdict& v) { 
 
 void Reporter::record(Result r) {
   r.test = test_, r.category = category_;
-  add(r);
-  if (r.status == Status::kFail) {
-    ADD_FAILURE() << r.case_name << ": " << r.metric << " " << r.value << " > bound " << r.bound << " " << r.detail;
-  }
+  ++recorded_;
+  sink_(std::move(r));
+}
+
+void Reporter::fail(const std::string& case_name, const std::string& detail) {
+  record(row(case_name, Status::kFail, detail));
+}
+
+void Reporter::not_supported(const std::string& reason) {
+  record(row("", Status::kNotSupported, reason));
 }
 
 Result verdict_result(const std::string& case_name, const golden::Verdict& v) {
   const bool rms = v.rms_decides();
-  Result r{"", Category::kGolden, case_name, v.pass ? Status::kPass : Status::kFail, rms ? "rms" : "max_abs", v.error(),
-           v.bound()};
+  Result r = row(case_name, v.pass ? Status::kPass : Status::kFail, "");
+  r.category = Category::kGolden, r.metric = rms ? "rms" : "max_abs", r.value = v.error(), r.bound = v.bound();
   if (v.rule == golden::Rule::kReducedPrecision) r.baseline = rms ? v.baseline.rms : v.baseline.max_abs;
   std::ostringstream detail;
   detail << "cosine " << std::setprecision(7) << v.metrics.cosine << ", nmse " << std::setprecision(3) << v.metrics.nmse;
@@ -139,102 +65,53 @@ Result verdict_result(const std::string& case_name, const golden::Verdict& v) {
   return r;
 }
 
-void Reporter::fail(const std::string& case_name, const std::string& detail) {
-  Result r{test_, category_, case_name, Status::kFail};
-  r.detail = detail;
-  add(r);
-  ADD_FAILURE() << case_name << ": " << detail;
-}
-
-void Reporter::not_supported(const std::string& reason) {
-  Result r{test_, category_, "", Status::kNotSupported};
-  r.detail = reason;
-  add(r);
-  GTEST_SKIP() << reason;
-}
-
-RunReport run_suite(const SuiteOptions& options, const RunOptions& run) {
-  static bool ran = false;
-  if (ran) throw Error("run_suite runs once per process");
-  ran = true;
-  g_rows = run.rows;
-  g_progress = run.progress;
-
+std::vector<Check> select_checks(const SuiteOptions& options, const std::string& filter_text) {
   std::regex filter;
   try {
-    filter = std::regex(run.filter.empty() ? ".*" : run.filter);
+    filter = std::regex(filter_text.empty() ? ".*" : filter_text);
   } catch (const std::regex_error& e) {
-    throw Error("--filter '" + run.filter + "' is not a regular expression: " + e.what());
+    throw Error("--filter '" + filter_text + "' is not a regular expression: " + e.what());
   }
-  // The checks and options must outlive RUN_ALL_TESTS: static storage for this one run.
-  static std::vector<Check> checks;
-  static SuiteOptions suite_options;
-  suite_options = options;
-  for (Check& c : all_checks(suite_options)) {
-    if (std::regex_search(std::string(category_name(c.category)) + "/" + c.name, filter)) checks.push_back(std::move(c));
+  std::vector<Check> out;
+  for (const CategoryInfo& category : categories()) {
+    for (Check& c : category.checks(options)) {
+      if (std::regex_search(test_name(c), filter)) out.push_back(std::move(c));
+    }
   }
-  if (checks.empty()) throw Error("no check matches --filter '" + run.filter + "'");
-  for (const Check& c : checks) {
-    const Check* check = &c;
-    ::testing::RegisterTest(category_name(c.category), c.name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
-                            [check]() -> ::testing::Test* { return new CheckTest(check, &suite_options); });
-  }
-
-  if (!run.junit_path.empty()) GTEST_FLAG_SET(output, "xml:" + run.junit_path);
-  int argc = 1;
-  char name[] = "gemma4-conform";
-  char* argv[] = {name, nullptr};
-  ::testing::InitGoogleTest(&argc, argv);
-  // Our table replaces GoogleTest's own printer.
-  ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
-  delete listeners.Release(listeners.default_result_printer());
-  if (run.progress) listeners.Append(new ProgressLine());
-  const int gtest_status = RUN_ALL_TESTS();  // the report below carries the verdict
-  (void)gtest_status;
-
-  RunReport report;
-  report.results = recorded();
-  const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
-  report.tests = unit.test_to_run_count();
-  report.failed_tests = unit.failed_test_count();
-  return report;
+  if (out.empty()) throw Error("no check matches --filter '" + filter_text + "'");
+  return out;
 }
 
-void print_summary(const RunReport& report, std::ostream& out) {
-  std::map<Category, std::map<Status, int>> by_category;
-  for (const Result& r : report.results) ++by_category[r.category][r.status];
-  out << "\nsummary by category (results: pass / fail / not supported):\n";
-  for (const CategoryInfo& c : categories()) {
-    if (!by_category.count(c.category)) continue;
-    auto& n = by_category[c.category];
-    out << "  " << pad(c.name, 26) << n[Status::kPass] << " / " << n[Status::kFail] << " / " << n[Status::kNotSupported]
-        << "\n";
+Run run_suite(const SuiteOptions& options, const RunOptions& run_options) {
+  const auto start = std::chrono::steady_clock::now();
+  Run run;
+  run.subject = options.backend.name;
+  run.device = options.device.is_cuda() ? "cuda" : "cpu";
+  run.dtype = golden::dtype_name(options.dtype);
+  const std::vector<Check> checks = select_checks(options, run_options.filter);
+  auto sink = [&](Result r) {
+    if (run_options.out && (run_options.all_rows || r.status == Status::kFail)) {
+      if (run_options.progress) std::cerr << "\r\033[K" << std::flush;  // the row replaces the progress line
+      print_row(*run_options.out, r);
+    }
+    run.results.push_back(std::move(r));
+  };
+  for (size_t i = 0; i < checks.size(); ++i) {
+    const Check& check = checks[i];
+    if (run_options.progress) {
+      std::cerr << "\r\033[K  [" << i + 1 << "/" << checks.size() << "] " << test_name(check) << std::flush;
+    }
+    Reporter reporter(test_name(check), check.category, sink);
+    try {
+      check.run(options, reporter);
+    } catch (const std::exception&) {
+      reporter.fail("", error_message(std::current_exception()));
+    }
+    if (reporter.recorded() == 0) reporter.fail("", "the check recorded no result");
   }
-  out << (report.passed() ? "PASS" : "FAIL") << ": " << report.tests - report.failed_tests << "/" << report.tests
-      << " checks passed\n";
-}
-
-void write_json_report(const RunReport& report, const SuiteOptions& options, const std::string& path) {
-  nlohmann::json results = nlohmann::json::array();
-  for (const Result& r : report.results) {
-    nlohmann::json row = {{"test", r.test},          {"category", category_name(r.category)},
-                          {"case", r.case_name},      {"status", status_name(r.status)},
-                          {"metric", r.metric},       {"value", r.value},
-                          {"bound", r.bound},         {"detail", r.detail}};
-    // Both errors in the report too: the candidate's (value) and the baseline family's.
-    if (!std::isnan(r.baseline)) row["baseline"] = r.baseline;
-    results.push_back(row);
-  }
-  const nlohmann::json j = {{"backend", options.backend.name},
-                            {"device", options.device.is_cuda() ? "cuda" : "cpu"},
-                            {"dtype", c10::toString(options.dtype)},
-                            {"checks", report.tests},
-                            {"failed_checks", report.failed_tests},
-                            {"passed", report.passed()},
-                            {"results", results}};
-  std::ofstream out(path);
-  if (!out) throw Error(path + ": cannot write the JSON report");
-  out << j.dump(2) << "\n";
+  if (run_options.progress) std::cerr << "\r\033[K" << std::flush;
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return run;
 }
 
 }  // namespace gemma4::conformance

@@ -1,6 +1,9 @@
 #pragma once
-// Runs the conformance suite for one backend, device and dtype: registers every check as a
-// GoogleTest test, runs them, and gathers the results (conformance/check.h).
+// The suite's runner: every check of the one table (categories.cpp) whose "<category>/<name>"
+// matches a filter, run in this process for one backend, device and dtype, into one Run of the
+// report (report.h). It may run any number of times in a process, for any number of backends: a
+// check's exception or a check that records nothing becomes a failing row, never a crash of the
+// runner. (GoogleTest stays for the unit tests; it no longer drives the suite.)
 #include <ostream>
 #include <string>
 #include <vector>
@@ -9,30 +12,17 @@
 
 namespace gemma4::conformance {
 
-// Which results print as they are recorded (the JSON report always has every one).
-enum class RowPrinting {
-  kFailures,  // the failing rows only: what a user must read
-  kAll,       // every row, passing and not supported too (--verbose)
-};
-
 struct RunOptions {
-  std::string filter;      // ECMAScript regex matched against "<category>/<name>"; empty: all
-  std::string junit_path;  // GoogleTest's XML (JUnit) report, when set
-  RowPrinting rows = RowPrinting::kFailures;
-  bool progress = false;   // a "[i/N] check" line on stderr, rewritten in place (for a terminal)
+  std::string filter;            // ECMAScript regex matched against "<category>/<name>"; empty: all
+  bool all_rows = false;         // print every row as it is recorded, not only the failing ones
+  bool progress = false;         // a "[i/N] check" line on stderr, rewritten in place (for a terminal)
+  std::ostream* out = nullptr;   // where rows print as they are recorded; null: nowhere
 };
 
-struct RunReport {
-  std::vector<Result> results;
-  int tests = 0;
-  int failed_tests = 0;
-  bool passed() const { return failed_tests == 0 && tests > 0; }
-};
+// The checks of the table whose "<category>/<name>" matches `filter`. Throws gemma4::Error when the
+// filter is not a regular expression or matches nothing.
+std::vector<Check> select_checks(const SuiteOptions& options, const std::string& filter);
 
-// Runs once per process (GoogleTest's RUN_ALL_TESTS).
-RunReport run_suite(const SuiteOptions& options, const RunOptions& run);
-
-void print_summary(const RunReport& report, std::ostream& out);
-void write_json_report(const RunReport& report, const SuiteOptions& options, const std::string& path);
+Run run_suite(const SuiteOptions& options, const RunOptions& run);
 
 }  // namespace gemma4::conformance

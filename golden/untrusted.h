@@ -1,6 +1,6 @@
 #pragma once
 // Reading files that someone else wrote. The HDF5 C library (1.10) is not hardened against
-// malformed files: a mutation loop (tools/fuzz) made it segfault and loop forever inside
+// malformed files: a mutation loop (conformance/quality/fuzz) made it segfault and loop forever inside
 // H5Gget_info and H5Dread. So a file from outside is first read once in a forked child; a crash or
 // a hang there becomes a one-line gemma4::Error naming the file, and only a file the child read
 // through is read again in this process.
@@ -25,7 +25,7 @@ struct ChildResult {
 
 // Runs `read` in a forked child (single-threaded, killed if this process dies) and reports how it
 // ended; nothing the child does can take this process down. Used by probe_in_child and by the
-// fuzz loop (tools/fuzz).
+// fuzz loop (conformance/quality/fuzz).
 ChildResult run_in_child(const std::function<void()>& read, int timeout_ms);
 
 // Runs `read` in a forked child and returns when it finished (accepted or refused: a refusal is

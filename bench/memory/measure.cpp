@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "bench/memory/measure_model.h"
-#include "bench/memory/probe.h"
+#include "bench/memory/step_tensors.h"
+#include "impl/memory/probe.h"
 #include "reference/checkpoint.h"
 #include "reference/decoder_layer.h"
 #include "reference/error.h"

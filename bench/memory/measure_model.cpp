@@ -9,7 +9,8 @@
 #include <optional>
 #include <vector>
 
-#include "bench/memory/probe.h"
+#include "bench/memory/step_tensors.h"
+#include "impl/memory/probe.h"
 #include "reference/error.h"
 #include "reference/model.h"
 #include "reference/ops.h"

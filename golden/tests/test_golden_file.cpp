@@ -129,7 +129,7 @@ TEST(GoldenFile, BadFilesAreRefusedNamingTheProblem) {
 // The committed model goldens store their weights and inputs, so conform never regenerates them; the
 // generator (reference/counter_random, reference/weights) must still make them bit for bit from the
 // file's seed, or a regenerated golden would silently differ (mutations of the generator's constants
-// survived the suite: tools/mutation). Negative control: another seed differs.
+// survived the suite: conformance/quality/mutation). Negative control: another seed differs.
 TEST(GoldenFile, CommittedModelWeightsAndInputsAreTheSeededOnes) {
   for (const char* name : {"e2b", "26b-a4b"}) {
     const GoldenCase g = read_golden(std::string(GEMMA4_SOURCE_DIR) + "/golden/reference/model/" + name + ".f32.h5", false);

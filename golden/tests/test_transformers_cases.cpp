@@ -1,5 +1,5 @@
 // The reference against transformers itself. Each case under golden/transformers/ (written by
-// tools/hf_cases.py) is a checkpoint directory, loaded through our Hugging Face loader, plus one
+// golden/generators/hf_cases.py) is a checkpoint directory, loaded through our Hugging Face loader, plus one
 // golden file per dtype. The reference runs plainly and with checkpointing + the layer-index KV
 // key convention, on CPU and (where present) CUDA, and every dataset of the golden file is judged
 // by the tolerance policy (golden/FORMAT.md): fp32 against transformers' fp32 outputs, bf16 and

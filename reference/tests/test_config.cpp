@@ -206,7 +206,7 @@ TEST(Config, PerLayerInputsOfWidthOneNeedAVocabulary) {
   expect_error(j, "vocab_size_per_layer_input");
 }
 
-// Found by tools/fuzz: 2^62 layers made the per-layer loops run for ever.
+// Found by conformance/quality/fuzz: 2^62 layers made the per-layer loops run for ever.
 TEST(Config, AbsurdLayerCountIsRefused) {
   json j = test::tiny_moe_config();
   j.erase("layer_types");
@@ -258,7 +258,7 @@ TEST(ConfigErrors, HeadsNotDivisibleByKvHeads) {
 }
 
 // One KV-shared layer still has a source that stores its K/V (a mutation that stored K/V only when
-// two or more layers share survived the suite: tools/mutation).
+// two or more layers share survived the suite: conformance/quality/mutation).
 TEST(Config, OneSharedLayerReadsAStoringSource) {
   json j = test::tiny_shared_kv_config();
   j["num_kv_shared_layers"] = 1;
@@ -319,7 +319,7 @@ TEST(ConfigErrors, MoeFields) {
 }
 
 // What transformers makes of a config.json that gives only the required fields, recorded by
-// transformers itself (tools/hf_cases.py defaults -> golden/transformers/defaults.json): every
+// transformers itself (golden/generators/hf_cases.py defaults -> golden/transformers/defaults.json): every
 // default the reference fills in, and RoPE's inverse frequencies per layer type as
 // Gemma4TextRotaryEmbedding computes them.
 TEST(Config, DefaultsAreTransformers) {

@@ -248,7 +248,7 @@ TEST(SafetensorsDamage, MissingField) {
 }
 
 // Each half of "missing or malformed": a mutation that joins them with && instead of || survived
-// the suite (tools/mutation).
+// the suite (conformance/quality/mutation).
 TEST(SafetensorsDamage, MissingShape) {
   expect_refused(R"({"w": {"dtype": "F32", "data_offsets": [0, 4]}})", "abcd", "tensor 'w': missing or malformed 'shape'");
 }

@@ -7,9 +7,11 @@
 #include "impl/plugin_loader.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
-#include "tools/cli/text.h"
+#include "reference/text.h"
 
 namespace gemma4::cli {
+
+using text::pad;
 
 namespace {
 

@@ -4,14 +4,25 @@
 #include <cmath>
 #include <iostream>
 
+#include "bench/compare/bench_comparison.h"
+#include "bench/compare/bench_report_html.h"
+#include "reference/text.h"
 #include "tools/cli/args.h"
-#include "tools/cli/bench_comparison.h"
-#include "tools/cli/bench_report_html.h"
 #include "tools/cli/commands.h"
-#include "tools/cli/text.h"
 
 namespace gemma4::cli {
+
+using text::pad;
 namespace {
+
+using bench::BenchReport;
+using bench::CompareOptions;
+using bench::Comparison;
+using bench::Verdict;
+using bench::format_number;
+using bench::format_p;
+using bench::format_percent;
+using bench::format_seconds;
 
 const char* kSummary =
     "Compare two Google Benchmark JSON reports (gemma4-bench --benchmark_out=F --benchmark_out_format=json).\n"
@@ -56,7 +67,7 @@ void print_table(const std::vector<Comparison>& rows, std::ostream& out) {
     out << pad(c.name, name_width) << "  " << pad_left(format_seconds(c.base ? c.base->median_seconds : NAN), 12)
         << "  " << pad_left(format_seconds(c.current ? c.current->median_seconds : NAN), 12) << "  "
         << pad_left(format_percent(c.change_percent), 8) << "  " << pad_left(format_p(c.p), 8) << "  "
-        << verdict_name(c.verdict) << (c.note.empty() ? "" : " (" + c.note + ")") << "\n";
+        << bench::verdict_name(c.verdict) << (c.note.empty() ? "" : " (" + c.note + ")") << "\n";
   }
 }
 
@@ -69,20 +80,20 @@ int bench_compare_command(const std::vector<std::string>& argv) {
   CompareOptions options;
   if (args.has("threshold")) options.threshold_percent = parse_threshold(args.get("threshold"));
 
-  const BenchReport base = read_bench_report(args.positional()[0]);
-  const BenchReport current = read_bench_report(args.positional()[1]);
-  const std::vector<Comparison> rows = compare_reports(base, current, options);
-  const std::vector<std::string> warnings = comparison_warnings(base, current, rows, options);
+  const BenchReport base = bench::read_bench_report(args.positional()[0]);
+  const BenchReport current = bench::read_bench_report(args.positional()[1]);
+  const std::vector<Comparison> rows = bench::compare_reports(base, current, options);
+  const std::vector<std::string> warnings = bench::comparison_warnings(base, current, rows, options);
   for (const std::string& w : warnings) std::cerr << "gemma4-conform bench-compare: warning: " << w << "\n";
 
   print_table(rows, std::cout);
   size_t regressions = 0;
   for (const Comparison& c : rows) regressions += c.verdict == Verdict::kRegression;
-  std::cout << "bench-compare: " << rows.size() << " benchmarks: " << verdict_counts(rows) << " (threshold "
+  std::cout << "bench-compare: " << rows.size() << " benchmarks: " << bench::verdict_counts(rows) << " (threshold "
             << format_number(options.threshold_percent) << "%, one-sided Mann-Whitney p < "
             << format_number(options.alpha) << ")\n";
   if (args.has("html")) {
-    write_html_report(args.get("html"), base, current, rows, warnings, options);
+    bench::write_html_report(args.get("html"), base, current, rows, warnings, options);
     std::cout << "wrote " << args.get("html") << "\n";
   }
   return regressions > 0 ? 1 : 0;

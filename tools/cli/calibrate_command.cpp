@@ -1,33 +1,35 @@
 // gemma4-conform calibrate: every legitimate implementation must pass the whole suite and every
 // faulty backend must fail where it says, in each dtype and at each CPU ISA level asked for; then
 // the separation table, per dtype and category, of how close correct code came to the bounds and
-// how far the weakest bug went past them.
-#include <unistd.h>
-
+// how far the weakest bug went past them. The runs happen in this process (conformance/suite.h);
+// --isolate, and any ISA level but the native one, run each in a child process.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
 #include <thread>
 
+#include "conformance/calibration.h"
+#include "conformance/isolated.h"
+#include "conformance/suite.h"
+#include "golden/data_dir.h"
+#include "golden/golden_file.h"
+#include "impl/plugin_loader.h"
 #include "reference/error.h"
 #include "reference/files.h"
-#include "impl/plugin_loader.h"
+#include "reference/text.h"
 #include "tools/cli/args.h"
-#include "tools/cli/calibration.h"
 #include "tools/cli/commands.h"
-#include "tools/cli/markup.h"
 
 namespace gemma4::cli {
-namespace {
 
-std::string pad(std::string s, size_t width) {
-  if (s.size() < width) s.resize(width, ' ');
-  return s + " ";
-}
+using namespace conformance;
+
+// A column: `s` padded to `width`, then one space.
+std::string pad(const std::string& s, size_t width) { return text::pad(s, width) + " "; }
+namespace {
 
 std::string ratio_text(double r) {
   if (std::isinf(r)) return "inf";
@@ -36,31 +38,12 @@ std::string ratio_text(double r) {
   return s.str();
 }
 
-void write_junit(const std::vector<CalibrationRun>& runs, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw Error(path + ": cannot write the JUnit report");
-  int failures = 0;
-  for (const CalibrationRun& r : runs) failures += r.as_expected ? 0 : 1;
-  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"" << runs.size() << "\" failures=\"" << failures
-      << "\">\n  <testsuite name=\"calibrate\" tests=\"" << runs.size() << "\" failures=\"" << failures << "\">\n";
-  for (const CalibrationRun& r : runs) {
-    out << "    <testcase classname=\"calibrate." << impl::backend_kind_name(r.backend->kind) << "\" name=\""
-        << xml_escape(r.backend->name + "." + r.dtype + "." + r.isa.name) << "\" time=\"" << r.child.seconds << "\">";
-    if (!r.as_expected) {
-      out << "<failure message=\"" << xml_escape("expected " + std::string(expectation_name(r.expect)) + ": " + r.finding)
-          << "\"/>";
-    }
-    out << "</testcase>\n";
-  }
-  out << "  </testsuite>\n</testsuites>\n";
-}
-
 void print_separation(const std::vector<Separation>& table) {
   std::cout << "\nseparation (ratio = error / bound; legitimate must stay <= 1, every faulty backend must exceed 1):\n  "
             << pad("dtype", 5) << pad("category", 24) << pad("worst legitimate", 17) << pad("weakest faulty", 15)
             << "where / who\n";
   for (const Separation& s : table) {
-    std::cout << "  " << pad(s.dtype, 5) << pad(conformance::category_name(s.category), 24)
+    std::cout << "  " << pad(s.dtype, 5) << pad(category_name(s.category), 24)
               << pad(ratio_text(s.worst_legitimate), 17)
               << pad(s.faulty_backends ? ratio_text(s.weakest_faulty) : "-", 15) << (s.separated() ? "" : "NOT SEPARATED  ")
               << (s.worst_legitimate > 0 ? s.worst_legitimate_at : "-") << " / " << (s.faulty_backends ? s.weakest_faulty_by : "-")
@@ -75,12 +58,14 @@ int calibrate_command(const std::vector<std::string>& argv) {
       {"device", "cpu|cuda", "device (default cpu)"},
       {"dtype", "LIST|all", "dtypes, comma-separated (default all: f32,bf16,f16)"},
       {"isa", "native|auto|LIST", "CPU ISA levels: native (default), auto (every level this CPU offers) or names "
-                                  "(AVX2, AVX512_CORE, AVX512_CORE_VNNI, AVX512_CORE_BF16, AVX10_1_512, ...)"},
+                                  "(AVX2, AVX512_CORE, AVX512_CORE_VNNI, AVX512_CORE_BF16, AVX10_1_512, ...); "
+                                  "a level but native runs in child processes"},
       {"backends", "REGEX", "only the in-tree backends whose name matches"},
       {"backend-lib", "PATH[,PATH...]", "also out-of-tree plugins, held to the kind they declare (variant or faulty)"},
-      {"jobs", "N", "runs at a time (default: the number of cores)"},
-      {"timeout", "SECONDS", "kill a run after this long (default 1800)"},
-      {"work-dir", "DIR", "where each run's report and log go (default a new temporary directory)"},
+      {"isolate", "", "run each run in a child process (a crash or hang becomes a failed run)"},
+      {"jobs", "N", "child processes at a time (--isolate, ISA levels; default: the number of cores)"},
+      {"timeout", "SECONDS", "kill a child process after this long (default 1800)"},
+      {"work-dir", "DIR", "where child processes' reports and logs go (default a new temporary directory)"},
       {"report", "FILE.json", "write every run, the separation table and each faulty backend's strength as JSON"},
       {"junit", "FILE.xml", "write a JUnit XML report, one test case per run"},
   };
@@ -89,24 +74,20 @@ int calibrate_command(const std::vector<std::string>& argv) {
                   "Run the conformance suite over every legitimate implementation (reference, cuda, variant-*: each must\n"
                   "pass everything) and every faulty backend (each must fail in the categories it declares; one whose\n"
                   "bug is below bf16/f16 resolution must fail in f32), in each dtype and at each CPU ISA level asked\n"
-                  "for; print one line per run and the separation table: per dtype and category, the worst ratio of\n"
-                  "error to bound among legitimate results and the weakest faulty backend's largest ratio. Exit 1 when\n"
-                  "any run is not as expected.",
+                  "for, in this process; print one line per run and the separation table: per dtype and category, the\n"
+                  "worst ratio of error to bound among legitimate results and the weakest faulty backend's largest\n"
+                  "ratio. Exit 1 when any run is not as expected.",
                   options, argv)) {
     return 0;
   }
   if (!args.positional().empty()) throw UsageError{"unexpected argument '" + args.positional()[0] + "'"};
-  std::vector<std::string> dtypes;
+  std::vector<torch::ScalarType> dtypes;
   {
     const std::string list = args.get("dtype", "all");
     std::istringstream in(list == "all" ? "f32,bf16,f16" : list);
-    for (std::string d; std::getline(in, d, ',');) {
-      parse_dtype(d);  // validates
-      dtypes.push_back(d);
-    }
+    for (std::string d; std::getline(in, d, ',');) dtypes.push_back(parse_dtype(d));
   }
-  const std::string device = args.get("device", "cpu");
-  parse_device(device);
+  const torch::Device device = parse_device(args.get("device", "cpu"));
   const std::vector<IsaLevel> isas = parse_isa_levels(args.get("isa", "native"));
   int jobs = static_cast<int>(std::thread::hardware_concurrency());
   double timeout = 1800;
@@ -117,8 +98,6 @@ int calibrate_command(const std::vector<std::string>& argv) {
     throw UsageError{"--jobs and --timeout take numbers"};
   }
   if (jobs < 1 || timeout <= 0) throw UsageError{"--jobs and --timeout must be positive"};
-  const std::string work_dir = args.has("work-dir") ? args.get("work-dir") : files::make_temp_directory("gemma4_calibrate_");
-  files::make_directories(work_dir);
 
   std::vector<Subject> subjects = builtin_subjects(args.get("backends"));
   static std::vector<impl::Backend> plugins;  // the subjects point into it for the whole run
@@ -139,39 +118,69 @@ int calibrate_command(const std::vector<std::string>& argv) {
     }
   }
   if (subjects.empty()) throw Error("no backend matches --backends '" + args.get("backends") + "'");
-  std::vector<CalibrationRun> runs = plan_runs(subjects, dtypes, isas, device, work_dir);
-  std::cout << "gemma4-conform calibrate: " << runs.size() << " runs on " << device << " (" << jobs
-            << " at a time), reports in " << work_dir << "\n";
-  // Runs side by side share the cores: each gets its share of threads unless told otherwise.
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  std::vector<ChildJob> child_jobs;
-  for (CalibrationRun& r : runs) {
-    if (!std::getenv("OMP_NUM_THREADS")) r.job.env.emplace("OMP_NUM_THREADS", std::to_string(std::max(1, cores / jobs)));
-    child_jobs.push_back(r.job);
-  }
+  std::vector<CalibrationRun> runs = plan_runs(subjects, dtypes, isas, device);
+  // In this process unless asked otherwise; an ISA level must be set before oneDNN starts.
+  std::vector<size_t> here, children;
+  for (size_t i = 0; i < runs.size(); ++i) (args.has("isolate") || !runs[i].isa.native() ? children : here).push_back(i);
+  std::cout << "gemma4-conform calibrate: " << runs.size() << " runs on " << (device.is_cuda() ? "cuda" : "cpu") << ", "
+            << here.size() << " in this process, " << children.size() << " in child processes\n";
+
   size_t finished = 0;
   int unexpected = 0;
-  run_children(child_jobs, jobs, timeout, [&](size_t i, const ChildResult& result) {
-    CalibrationRun& r = runs[i];
-    r.child = result;
-    judge_run(r);
-    unexpected += r.as_expected ? 0 : 1;
-    std::cout << "  [" << ++finished << "/" << runs.size() << "] " << pad(r.backend->name, 44) << pad(r.dtype, 4)
+  auto conclude = [&](CalibrationRun& r) {
+    r.judgement = judge(r.run, r.backend(), r.expect);
+    unexpected += r.judgement.as_expected ? 0 : 1;
+    std::cout << "  [" << ++finished << "/" << runs.size() << "] " << pad(r.backend().name, 44) << pad(r.run.dtype, 4)
               << pad(r.isa.name, 16) << pad("expect " + std::string(expectation_name(r.expect)), 15)
-              << (r.as_expected ? "ok   " : "WRONG ") << r.finding << " (" << std::fixed << std::setprecision(0)
-              << r.child.seconds << " s)\n"
+              << (r.judgement.as_expected ? "ok   " : "WRONG ") << r.judgement.finding << " (" << std::fixed
+              << std::setprecision(1) << r.run.seconds << " s)\n"
               << std::defaultfloat << std::flush;
-  });
+  };
+  SuiteOptions base;
+  base.device = device;
+  base.golden_dir = files::join(golden::data_dir(), "golden");
+  for (size_t i : here) {
+    CalibrationRun& r = runs[i];
+    SuiteOptions o = base;
+    o.backend = r.backend(), o.dtype = r.dtype;
+    RunOptions quiet;  // the rows go to the report; one line per run here
+    quiet.filter = declared_filter(r.backend());
+    r.run = run_suite(o, quiet);
+    conclude(r);
+  }
+  if (!children.empty()) {
+    const std::string work_dir = args.has("work-dir") ? args.get("work-dir") : files::make_temp_directory("gemma4_calibrate_");
+    files::make_directories(work_dir);
+    // Children side by side share the cores: each gets its share of threads unless told otherwise.
+    const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    std::vector<IsolatedJob> child_jobs;
+    for (size_t i : children) {
+      const CalibrationRun& r = runs[i];
+      IsolatedJob job;
+      job.conform_args = r.subject.select;
+      job.conform_args.insert(job.conform_args.end(), {"--device", device.is_cuda() ? "cuda" : "cpu", "--dtype",
+                                                       golden::dtype_name(r.dtype)});
+      const std::string filter = declared_filter(r.backend());
+      if (!filter.empty()) job.conform_args.insert(job.conform_args.end(), {"--filter", filter});
+      job.env = r.isa.env;
+      if (!std::getenv("OMP_NUM_THREADS")) job.env.emplace("OMP_NUM_THREADS", std::to_string(std::max(1, cores / jobs)));
+      job.label.subject = r.backend().name;
+      job.label.device = device.is_cuda() ? "cuda" : "cpu";
+      job.label.dtype = golden::dtype_name(r.dtype);
+      child_jobs.push_back(std::move(job));
+    }
+    std::cout << "  child processes: " << jobs << " at a time, reports and logs in " << work_dir << "\n";
+    run_isolated(child_jobs, jobs, timeout, work_dir, [&](size_t k, Run run) {
+      runs[children[k]].run = std::move(run);
+      conclude(runs[children[k]]);
+    });
+  }
 
   const std::vector<Separation> table = separation_table(runs);
   const std::vector<FaultyStrength> strengths = faulty_strengths(runs);
   print_separation(table);
-  if (args.has("report")) {
-    std::ofstream out(args.get("report"));
-    if (!out) throw Error(args.get("report") + ": cannot write the JSON report");
-    out << calibration_json(runs, table, strengths).dump(2) << "\n";
-  }
-  if (args.has("junit")) write_junit(runs, args.get("junit"));
+  if (args.has("report")) write_json(args.get("report"), calibration_json(runs, table, strengths));
+  if (args.has("junit")) write_junit(args.get("junit"), calibration_summary(runs));
   std::cout << (unexpected == 0 ? "PASS" : "FAIL") << ": " << runs.size() - unexpected << "/" << runs.size()
             << " runs as expected\n";
   return unexpected == 0 ? 0 : 1;

@@ -16,7 +16,7 @@ int golden_check_command(const std::vector<std::string>& argv) {
   const std::vector<Option> options = {
       {"forward-only", "", "the candidate holds outputs only: grads/ rows are reported 'not checked'"},
       {"quiet", "", "print only the rows that failed, and the summary"},
-      {"report", "FILE.json", "write every row (status, both errors, bounds) as JSON"},
+      {"report", "FILE.json", "write every row (status, both errors, bounds) as JSON (conformance/report.h)"},
       {"junit", "FILE.xml", "write a JUnit XML report, one test case per row"},
   };
   Args args;
@@ -47,8 +47,10 @@ int golden_check_command(const std::vector<std::string>& argv) {
   } else {
     print_verify_table(report);
   }
-  if (args.has("report")) write_check_json(args.get("report"), golden_path, candidate_path, report);
-  if (args.has("junit")) write_check_junit(args.get("junit"), golden_path, report);
+  // The report's run: the candidate judged against the golden, in the golden's dtype.
+  const conformance::Report out{"golden check", {golden_run(candidate_path + " against " + golden_path, g.dtype, report)}};
+  if (args.has("report")) conformance::write_json(args.get("report"), conformance::to_json(out));
+  if (args.has("junit")) conformance::write_junit(args.get("junit"), out);
   const int n = int(report.checks.size()), failed = report.failures(), skipped = report.not_checked();
   std::cout << (report.pass() ? "PASS " : "FAIL ") << candidate_path << " against " << golden_path << " (case " << g.name
             << ", " << g.dtype << "): " << n - failed - skipped << " pass, " << failed << " fail, " << skipped

@@ -22,9 +22,11 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/golden_report.h"
 #include "tools/cli/golden_subcommands.h"
-#include "tools/cli/text.h"
+#include "reference/text.h"
 
 namespace gemma4::cli {
+
+using text::pad;
 namespace {
 
 using golden::GoldenCase;
@@ -132,14 +134,14 @@ int generate_command(const std::vector<std::string>& argv) {
 
 // ---------------------------------------------------------------------------------------------
 // A decode golden (FORMAT.md, "Decode goldens"): the reference decodes the case's checkpoint.
-bool verify_decode_file(const std::string& path, const torch::Device& device, bool quiet) {
+conformance::Run verify_decode_file(const std::string& path, const torch::Device& device, bool quiet) {
   const golden::DecodeGolden g = golden::read_decode_golden(path);
   const golden::VerifyReport report = golden::verify_decode_golden(g, device);
   const bool pass = report.pass();
   std::cout << (pass ? "PASS " : "FAIL ") << path << "  case " << g.name << ", decode, f32, " << g.generator << ": "
             << report.checks.size() - report.failures() << "/" << report.checks.size() << " tensors pass\n";
   if (!quiet || !pass) print_verify_table(report);
-  return pass;
+  return golden_run(path, "f32", report);
 }
 
 // The golden files a path names: the file itself, or every .h5 file below a folder, sorted (the
@@ -163,6 +165,8 @@ int verify_command(const std::vector<std::string>& argv) {
   const std::vector<Option> options = {
       {"device", "cpu|cuda", "device to recompute on (default cpu)"},
       {"quiet", "", "one line per file instead of a table"},
+      {"report", "FILE.json", "write every tensor's row of every file as JSON (conformance/report.h)"},
+      {"junit", "FILE.xml", "write a JUnit XML report: a test suite per file, a test case per tensor"},
   };
   Args args;
   if (!args.parse("golden verify PATH...",
@@ -183,30 +187,38 @@ int verify_command(const std::vector<std::string>& argv) {
   std::vector<std::string> paths;
   for (const std::string& path : args.positional()) add_golden_paths(path, paths);
   if (paths.empty()) throw Error("no .h5 file in " + args.positional()[0]);
-  int failed_files = 0;
+  conformance::Report out{"golden verify", {}};
   for (const std::string& path : paths) {
+    conformance::Run run;
+    run.subject = path;
+    run.device = device.is_cuda() ? "cuda" : "cpu";
     try {
       if (golden::is_decode_golden(path)) {
-        failed_files += verify_decode_file(path, device, args.has("quiet")) ? 0 : 1;
-        continue;
+        run = verify_decode_file(path, device, args.has("quiet"));
+      } else {
+        const GoldenCase g = golden::read_untrusted_golden(path);
+        const golden::VerifyReport report = golden::verify_golden(g, device);
+        const bool pass = report.pass();
+        std::cout << (pass ? "PASS " : "FAIL ") << path << "  case " << g.name << ", " << g.kind << ", " << g.dtype
+                  << ", " << g.provenance.generator << " on " << g.provenance.device
+                  << (g.provenance.gpu_name.empty() ? "" : " (" + g.provenance.gpu_name + ")") << ": "
+                  << report.checks.size() - report.failures() << "/" << report.checks.size() << " tensors pass\n";
+        if (!args.has("quiet") || !pass) print_verify_table(report);
+        run = golden_run(path, g.dtype, report);
       }
-      const GoldenCase g = golden::read_untrusted_golden(path);
-      const golden::VerifyReport report = golden::verify_golden(g, device);
-      const bool pass = report.pass();
-      failed_files += pass ? 0 : 1;
-      std::cout << (pass ? "PASS " : "FAIL ") << path << "  case " << g.name << ", " << g.kind << ", " << g.dtype
-                << ", " << g.provenance.generator << " on " << g.provenance.device
-                << (g.provenance.gpu_name.empty() ? "" : " (" + g.provenance.gpu_name + ")") << ": "
-                << report.checks.size() - report.failures() << "/" << report.checks.size() << " tensors pass\n";
-      if (!args.has("quiet") || !pass) print_verify_table(report);
     } catch (const Error& e) {
-      ++failed_files;
-      std::cout << "FAIL " << path << ": " << e.what() << "\n";
+      run.error = e.what();
     } catch (const c10::Error& e) {
-      ++failed_files;
-      std::cout << "FAIL " << path << ": " << e.what_without_backtrace() << "\n";
+      run.error = e.what_without_backtrace();
     }
+    if (!run.error.empty()) std::cout << "FAIL " << path << ": " << run.error << "\n";
+    run.device = device.is_cuda() ? "cuda" : "cpu";
+    out.runs.push_back(std::move(run));
   }
+  int failed_files = 0;
+  for (const conformance::Run& run : out.runs) failed_files += run.passed() ? 0 : 1;
+  if (args.has("report")) conformance::write_json(args.get("report"), conformance::to_json(out));
+  if (args.has("junit")) conformance::write_junit(args.get("junit"), out);
   const size_t n = paths.size();
   std::cout << "golden verify: " << n - failed_files << "/" << n << " files pass\n";
   return failed_files == 0 ? 0 : 1;
@@ -219,7 +231,7 @@ int baseline_command(const std::vector<std::string>& argv) {
   if (!args.parse("golden baseline PATH...",
                   "Recompute the baseline family (the in-tree legitimate variants, gemma4-conform backends) on each\n"
                   "bf16/f16 golden file and rewrite its baseline/ group in place: each member's max-abs and RMS error\n"
-                  "against truth/ (golden/FORMAT.md). Use after writing a golden by other means (tools/hf_cases.py).\n"
+                  "against truth/ (golden/FORMAT.md). Use after writing a golden by other means (golden/generators/hf_cases.py).\n"
                   "f32 files are left alone.",
                   options, argv)) {
     return 0;

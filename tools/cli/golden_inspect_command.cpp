@@ -13,9 +13,12 @@
 #include "reference/error.h"
 #include "tools/cli/args.h"
 #include "tools/cli/golden_subcommands.h"
-#include "tools/cli/text.h"
+#include "reference/text.h"
 
 namespace gemma4::cli {
+
+using text::pad;
+using text::sci;
 namespace {
 
 using golden::GoldenCase;

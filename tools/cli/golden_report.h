@@ -1,10 +1,10 @@
 #pragma once
-// The verdict table of `golden verify` and `golden check`, and check's JSON and JUnit reports.
-#include <nlohmann/json.hpp>
-
+// The verdict table of `golden verify` and `golden check`, and their rows in the one report
+// (conformance/report.h): JSON and JUnit go through it.
 #include <iostream>
 #include <string>
 
+#include "conformance/report.h"
 #include "golden/verify.h"
 
 namespace gemma4::cli {
@@ -13,15 +13,9 @@ namespace gemma4::cli {
 // family's largest, with the bounds they give. Rows that were not checked say so and why.
 void print_verify_table(const golden::VerifyReport& report, std::ostream& out = std::cout);
 
-// One file's rows as JSON (check_json; write_check_json writes it to `path`): {"golden", "candidate", "pass", "counts", "rows": [{"tensor",
-// "status" (pass|fail|not_checked), "problem", "rule", "max_abs", "rms", "cosine",
-// "baseline_max_abs", "baseline_rms", "max_bound", "rms_bound", "non_finite"}]}.
-nlohmann::json check_json(const std::string& golden_path, const std::string& candidate_path,
-                          const golden::VerifyReport& report);
-void write_check_json(const std::string& path, const std::string& golden_path, const std::string& candidate_path,
-                      const golden::VerifyReport& report);
-
-// JUnit XML: one test case per row; "not checked" rows are skipped, not passed.
-void write_check_junit(const std::string& path, const std::string& golden_path, const golden::VerifyReport& report);
+// One file's tensors as a run of the report: a test per tensor (category golden) whose row has the
+// deciding metric, both errors and the bound; a tensor with nothing to compare fails with the
+// problem; one the candidate may leave out and did is "not supported" ("not checked: ...").
+conformance::Run golden_run(const std::string& subject, const std::string& dtype, const golden::VerifyReport& report);
 
 }  // namespace gemma4::cli

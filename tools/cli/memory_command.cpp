@@ -13,6 +13,7 @@
 
 #include "bench/memory/activation_estimate.h"
 #include "bench/memory/measure.h"
+#include "bench/memory/memory_report.h"
 #include "git_sha.h"  // generated at build time
 #include "golden/model_cases.h"
 #include "impl/backend.h"
@@ -20,11 +21,11 @@
 #include "reference/weights.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
-#include "tools/cli/memory_report.h"
 
 namespace gemma4::cli {
 namespace {
 
+using memory::kGiB;
 using memory::MemoryFile;
 using memory::MemoryPoint;
 using memory::Part;
@@ -32,7 +33,6 @@ using memory::PartFigures;
 using memory::Phase;
 using memory::StepShape;
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kTryAbove = 4.0 / 3.0;
 
 const char* kMeasureSummary =
@@ -319,13 +319,13 @@ int report(const std::vector<std::string>& argv) {
       s.point.estimate_bytes = memory::estimate_bytes(geometries.at(s.point.geometry), s.point);
   }
   file.safety_factor = memory::covering_factor(file.points);
-  print_memory_report(std::cout, file);
+  memory::print_memory_report(std::cout, file);
   if (args.has("json")) memory::write_memory_file(args.get("json"), file);
-  if (args.has("svg")) write_memory_svg(args.get("svg"), file);
+  if (args.has("svg")) memory::write_memory_svg(args.get("svg"), file);
   if (args.has("junit")) {
     MemoryFile judged = file;
     judged.safety_factor = committed;
-    write_memory_junit(args.get("junit"), judged);
+    memory::write_memory_junit(args.get("junit"), judged, args.positional().size() == 1 ? path : "memory");
   }
   if (file.safety_factor > committed) {
     std::cout << "\nFAIL: the file's safety factor " << committed << " does not cover every point under this build's "

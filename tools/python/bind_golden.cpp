@@ -15,7 +15,7 @@ namespace {
 
 // A judged candidate: the verdict table and where it came from.
 struct CheckResult {
-  std::string golden_path, candidate_label;
+  std::string golden_path, candidate_label, dtype;
   golden::VerifyReport report;
 };
 
@@ -40,7 +40,7 @@ golden::TensorMap candidate_from_dict(const py::dict& given) {
 
 CheckResult judge(const golden::GoldenCase& g, const std::string& golden_path, const py::object& candidate,
                   bool forward_only) {
-  CheckResult result{golden_path, "", {}};
+  CheckResult result{golden_path, "", g.dtype, {}};
   golden::TensorMap tensors;
   if (py::isinstance<py::dict>(candidate)) {
     tensors = candidate_from_dict(candidate);
@@ -54,6 +54,11 @@ CheckResult judge(const golden::GoldenCase& g, const std::string& golden_path, c
   result.report = golden::check_candidate(
       g, tensors, forward_only ? golden::CandidateScope::kForwardOnly : golden::CandidateScope::kForwardAndBackward);
   return result;
+}
+
+// A judged candidate as the one report, as `golden check` writes it.
+conformance::Report check_report(const CheckResult& r) {
+  return {"golden check", {cli::golden_run(r.candidate_label + " against " + r.golden_path, r.dtype, r.report)}};
 }
 
 }  // namespace
@@ -91,8 +96,9 @@ void bind_golden(py::module_& m) {
       .def_property_readonly("not_checked", [](const CheckResult& r) { return r.report.not_checked(); })
       .def(
           "to_dict",
-          [](const CheckResult& r) { return to_python(cli::check_json(r.golden_path, r.candidate_label, r.report)); },
-          "golden, candidate, pass, counts and rows, as `golden check --report` writes them")
+          [](const CheckResult& r) { return to_python(conformance::to_json(check_report(r))); },
+          "the verdict as the one report's JSON (conformance/report.h): {tool, passed, runs: [{subject, dtype, "
+          "results: one row per dataset, test = its name}]}, as `golden check --report` writes it")
       .def("table",
            [](const CheckResult& r) {
              std::ostringstream out;
@@ -101,10 +107,10 @@ void bind_golden(py::module_& m) {
            })
       .def("write_json",
            [](const CheckResult& r, const std::string& path) {
-             cli::write_check_json(path, r.golden_path, r.candidate_label, r.report);
+             conformance::write_json(path, conformance::to_json(check_report(r)));
            })
       .def("write_junit", [](const CheckResult& r, const std::string& path) {
-        cli::write_check_junit(path, r.golden_path, r.report);
+        conformance::write_junit(path, check_report(r));
       });
 
   m.def("judge", &judge, py::arg("golden"), py::arg("golden_path"), py::arg("candidate"), py::arg("forward_only"));

@@ -10,6 +10,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("set_data_dir", &gemma4::golden::set_data_dir, pybind11::arg("dir"),
         "read the goldens and released configs from dir (golden/, reference/configs/); the package does this on import");
   m.def("data_dir", &gemma4::golden::data_dir);
+  gemma4::python::bind_report(m);  // first: the other parts' functions take and return its rows
   gemma4::python::bind_golden(m);
   gemma4::python::bind_backend(m);
   gemma4::python::bind_model(m);

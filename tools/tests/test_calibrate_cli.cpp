@@ -63,7 +63,7 @@ TEST(CalibrateCli, BackendsThatLieAboutTheirKindAreCaught) {
   ASSERT_EQ(c.report.at("runs").size(), 2u) << c.cli.out;
   for (const auto& run : c.report.at("runs")) {
     EXPECT_FALSE(run.at("as_expected").get<bool>()) << run.dump();
-    if (run.at("backend") == "mislabelled-variant") {
+    if (run.at("subject") == "mislabelled-variant") {
       EXPECT_NE(run.at("finding").get<std::string>().find("FAILS"), std::string::npos) << run.dump();
     } else {
       EXPECT_NE(run.at("finding").get<std::string>().find("PASSES in golden"), std::string::npos) << run.dump();
@@ -73,6 +73,33 @@ TEST(CalibrateCli, BackendsThatLieAboutTheirKindAreCaught) {
     if (s.at("category") == "golden") EXPECT_FALSE(s.at("separated").get<bool>()) << s.dump();
   }
   EXPECT_NE(c.cli.out.find("FAIL: 0/2 runs as expected"), std::string::npos) << c.cli.out;
+}
+
+// The runs happen in this process; --isolate runs each in a child `conform`. Both must give the
+// same rows and the same separation table (a backend leaking state into the next run in one
+// process would make them differ).
+TEST(CalibrateCli, InProcessAndIsolatedRunsAgree) {
+  const std::string args = "--dtype f32 --backends '^(variant-sdpa|faulty-attention-scale|faulty-no-window)$'";
+  const Calibration here = calibrate(args), isolated = calibrate(args + " --isolate");
+  EXPECT_EQ(here.cli.exit_code, 0) << here.cli.out;
+  EXPECT_EQ(isolated.cli.exit_code, 0) << isolated.cli.out;
+  EXPECT_NE(here.cli.out.find("3 in this process, 0 in child processes"), std::string::npos) << here.cli.out;
+  EXPECT_NE(isolated.cli.out.find("0 in this process, 3 in child processes"), std::string::npos) << isolated.cli.out;
+  ASSERT_EQ(here.report.at("runs").size(), 3u);
+  ASSERT_EQ(isolated.report.at("runs").size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const auto& a = here.report.at("runs").at(i);
+    const auto& b = isolated.report.at("runs").at(i);
+    EXPECT_EQ(a.at("subject"), b.at("subject"));
+    EXPECT_EQ(a.at("finding"), b.at("finding"));
+    ASSERT_EQ(a.at("results").size(), b.at("results").size()) << a.at("subject");
+    for (size_t r = 0; r < a.at("results").size(); ++r) {
+      for (const char* key : {"test", "case", "status", "value"}) {
+        EXPECT_EQ(a.at("results").at(r).at(key), b.at("results").at(r).at(key)) << key << " " << a.at("results").at(r).dump();
+      }
+    }
+  }
+  EXPECT_EQ(here.report.at("separation"), isolated.report.at("separation"));
 }
 
 TEST(CalibrateCli, BadOptionsGiveOneLineErrors) {

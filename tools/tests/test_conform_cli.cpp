@@ -23,7 +23,7 @@ using test::run_cli;
 
 struct ConformRun {
   CliResult cli;
-  nlohmann::json report;
+  nlohmann::json report;  // the report's one run (conformance/report.h), or the whole report when several
 };
 
 ConformRun conform(const std::string& args) {
@@ -31,7 +31,15 @@ ConformRun conform(const std::string& args) {
   ConformRun r{run_cli("conform " + args + " --report " + report), {}};
   std::ifstream in(report);
   if (in) r.report = nlohmann::json::parse(in);
+  if (r.report.contains("runs") && r.report.at("runs").size() == 1) r.report = r.report.at("runs").at(0);
   return r;
+}
+
+// Each row's status keyed by test and case: what two runs of the same backend must agree on.
+std::map<std::string, std::string> statuses(const nlohmann::json& run) {
+  std::map<std::string, std::string> out;
+  for (const auto& r : run.at("results")) out[r.at("test").get<std::string>() + " " + r.at("case").get<std::string>()] = r.at("status");
+  return out;
 }
 
 // status counts per category
@@ -59,7 +67,7 @@ TEST(ConformCli, ReferencePassesEveryCategory) { expect_every_category_passes(co
 
 TEST(ConformCli, ExamplePluginPassesThroughBackendLib) {
   const ConformRun run = conform(std::string("--backend-lib ") + GEMMA4_EXAMPLE_PLUGIN);
-  EXPECT_EQ(run.report.value("backend", ""), "example-plugin");
+  EXPECT_EQ(run.report.value("subject", ""), "example-plugin");
   expect_every_category_passes(run);
 }
 
@@ -79,8 +87,8 @@ TEST(ConformCli, WritesJunitXml) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
   const std::string text = test::read_text(xml);
   EXPECT_NE(text.find("<testsuites"), std::string::npos) << text;
-  EXPECT_NE(text.find("testsuite name=\"bad_input\""), std::string::npos) << text;
-  EXPECT_NE(text.find("testcase name=\"op/nan-query\""), std::string::npos) << text;
+  EXPECT_NE(text.find("testsuite name=\"reference, cpu, f32\""), std::string::npos) << text;
+  EXPECT_NE(text.find("testcase classname=\"conform.bad_input\" name=\"bad_input/op/nan-query\""), std::string::npos) << text;
 }
 
 // By default only failing rows print (then the summary and where the report is); --verbose
@@ -209,11 +217,57 @@ TEST(ConformCli, BadPluginsAndOptionsGiveOneLineErrors) {
                         "plugin ABI version 4, this gemma4-conform needs 3");
   expect_one_line_error(run_cli("conform --backend-lib /lib/x86_64-linux-gnu/libm.so.6"), 1, "no symbol gemma4_plugin_entry");
   expect_one_line_error(run_cli("conform --backend-lib /nonexistent.so"), 1, "cannot load the backend plugin");
-  expect_one_line_error(run_cli("conform --backend nope"), 1, "unknown backend 'nope'");
-  expect_one_line_error(run_cli("conform --backend reference --backend-lib x.so"), 2, "exactly one of");
+  expect_one_line_error(run_cli("conform --backend nope"), 2, "'nope' matches no backend");
+  expect_one_line_error(run_cli("conform --backend 'faulty-(' "), 2, "nor a regular expression");
+  expect_one_line_error(run_cli("conform --dtype f32"), 2, "give --backend or --backend-lib");
+  expect_one_line_error(run_cli("conform --backend reference --backend-lib x.so"), 1, "cannot load the backend plugin");
+  expect_one_line_error(run_cli("conform --backend reference --isolate --timeout 0"), 2, "--timeout must be");
   expect_one_line_error(run_cli("conform --backend reference --filter '('"), 1, "not a regular expression");
   expect_one_line_error(run_cli("conform --backend reference --filter nothing-matches-this"), 1, "no check matches");
   EXPECT_EQ(run_cli("conform --help").exit_code, 0);
+}
+
+// Several backends in one process: the reference and a variant pass, two faulty backends fail in
+// the categories they declare, the matrix shows it, and each backend's rows are the ones its own
+// run gives (a check that leaked state from one backend into the next would break the equality).
+TEST(ConformCli, SeveralBackendsInOneProcessGiveTheirOwnVerdicts) {
+  const std::string filter = " --filter '^(golden/op/attention-sliding|op_sweep/attention/sliding-)'";
+  const ConformRun all =
+      conform("--backend '^(reference|variant-sdpa|faulty-no-window|faulty-attention-scale)$'" + filter);
+  EXPECT_EQ(all.cli.exit_code, 0) << all.cli.out;
+  ASSERT_EQ(all.report.at("runs").size(), 4u) << all.report.dump().substr(0, 2000);
+  EXPECT_NE(all.cli.out.find("4/4 runs as their kind declares"), std::string::npos) << all.cli.out;
+  EXPECT_NE(all.cli.out.find("op_sweep"), std::string::npos) << all.cli.out;  // the matrix's header
+  for (const auto& run : all.report.at("runs")) {
+    const std::string backend = run.at("subject");
+    SCOPED_TRACE(backend);
+    EXPECT_EQ(run.at("passed").get<bool>(), backend.rfind("faulty-", 0) != 0);
+    const ConformRun alone = conform("--backend " + backend + filter);
+    EXPECT_EQ(statuses(alone.report), statuses(run));
+  }
+}
+
+// A backend that crashes or hangs ends a run in one process; --isolate makes it a failing run with
+// the reason, and the runs beside it still happen (the reference passes).
+TEST(ConformCli, IsolateTurnsACrashOrAHangIntoAFailingRun) {
+  const std::string args = std::string("--backend reference --backend-lib ") + GEMMA4_MISBEHAVING_PLUGIN +
+                           " --filter '^golden/op/geglu' --isolate --timeout 20";
+  ::setenv("GEMMA4_MISBEHAVE", "crash", 1);
+  const ConformRun crash = conform(args);
+  ::setenv("GEMMA4_MISBEHAVE", "hang", 1);
+  const ConformRun hang = conform(args + " --timeout 5");
+  ::unsetenv("GEMMA4_MISBEHAVE");
+  const ConformRun fine = conform(args);  // the plugin is the reference otherwise: the positive control
+  using Expected = std::pair<const ConformRun*, std::string>;
+  for (const auto& [run, error] : {Expected{&crash, "crashed (signal 11"}, Expected{&hang, "timed out after 5 s"}}) {
+    EXPECT_EQ(run->cli.exit_code, 1) << run->cli.out;
+    ASSERT_EQ(run->report.at("runs").size(), 2u) << run->cli.out;
+    EXPECT_TRUE(run->report.at("runs").at(0).at("passed").get<bool>()) << run->cli.out;  // the reference
+    const auto& bad = run->report.at("runs").at(1);
+    EXPECT_FALSE(bad.at("passed").get<bool>());
+    EXPECT_NE(bad.value("error", "").find(error), std::string::npos) << bad.dump();
+  }
+  EXPECT_EQ(fine.cli.exit_code, 0) << fine.cli.out;
 }
 
 }  // namespace

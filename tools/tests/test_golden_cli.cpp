@@ -1,6 +1,7 @@
 // The `gemma4-conform golden` contract, through the real binary: list, generate, verify (passing,
 // failing on a tampered tensor, refusing damaged files), diff, show, and usage errors.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <iterator>
@@ -85,9 +86,17 @@ TEST(GoldenCli, VerifyFailsOnTamperedOrDamagedFiles) {
     std::string bytes((std::istreambuf_iterator<char>(in)), {});
     std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
   }
-  r = run_cli("golden verify " + truncated);
+  r = run_cli("golden verify " + good + " " + tampered + " " + truncated + " --report " + dir + "/v.json --junit " + dir + "/v.xml");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("FAIL " + truncated), std::string::npos) << r.out;
+  // One run per file in the one report: the good file passes, the tampered one fails its row, the
+  // unreadable one is a run that did not complete, with the reader's reason.
+  const nlohmann::json verify = nlohmann::json::parse(test::read_text(dir + "/v.json"));
+  ASSERT_EQ(verify.at("runs").size(), 3u) << verify.dump();
+  EXPECT_TRUE(verify.at("runs").at(0).at("passed").get<bool>());
+  EXPECT_EQ(verify.at("runs").at(1).at("failed_tests"), 1);
+  EXPECT_FALSE(verify.at("runs").at(2).value("error", "").empty()) << verify.at("runs").at(2).dump();
+  EXPECT_NE(test::read_text(dir + "/v.xml").find("<testsuite name=\"" + truncated), std::string::npos);
 
   g = golden::read_golden(good);
   g.expected.at("outputs/y").view(-1)[0] = NAN;
@@ -126,8 +135,18 @@ TEST(GoldenCli, CheckJudgesACandidateFile) {
   EXPECT_NE(r.out.find("PASS " + good), std::string::npos) << r.out;
   std::ifstream json(dir + "/r.json"), xml(dir + "/r.xml");
   const std::string json_text((std::istreambuf_iterator<char>(json)), {}), xml_text((std::istreambuf_iterator<char>(xml)), {});
-  EXPECT_NE(json_text.find("\"not_checked\": 0"), std::string::npos) << json_text;
-  EXPECT_NE(xml_text.find("name=\"outputs/y\""), std::string::npos) << xml_text;
+  // The one report's schema (conformance/report.h): a run whose rows are the tensors, all passing.
+  const nlohmann::json report = nlohmann::json::parse(json_text);
+  EXPECT_EQ(report.at("tool"), "golden check");
+  ASSERT_EQ(report.at("runs").size(), 1u) << json_text;
+  EXPECT_TRUE(report.at("runs").at(0).at("passed").get<bool>()) << json_text;
+  EXPECT_EQ(report.at("runs").at(0).at("failed_tests"), 0) << json_text;
+  EXPECT_NE(xml_text.find("classname=\"golden check.golden\" name=\"outputs/y\""), std::string::npos) << xml_text;
+  r = run_cli("golden check " + golden_path + " " + bad + " --report " + dir + "/bad.json --junit " + dir + "/bad.xml");
+  EXPECT_EQ(r.exit_code, 1) << r.out;  // the negative control: the tampered output fails in both reports
+  const nlohmann::json bad_report = nlohmann::json::parse(test::read_text(dir + "/bad.json"));
+  EXPECT_EQ(bad_report.at("runs").at(0).at("failed_tests"), 1) << bad_report.dump();
+  EXPECT_NE(test::read_text(dir + "/bad.xml").find("<failure message=\"max_abs"), std::string::npos);
 
   r = run_cli("golden check " + golden_path + " " + fwd + " --forward-only");
   EXPECT_EQ(r.exit_code, 0) << r.out;

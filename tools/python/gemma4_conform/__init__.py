@@ -5,7 +5,7 @@ decoder and the CLI's commands are the C++ ones (the extension module ``gemma4_c
 
     import gemma4_conform as gc
     gc.judge("golden/reference/model/e2b.bf16.h5", {"outputs/logits": logits, ...}).passed
-    gc.conform(gc.Backend("mine", geglu=my_geglu), dtype="bf16")   # the whole suite, once per process
+    gc.conform(gc.Backend("mine", geglu=my_geglu), dtype="bf16")   # the whole suite, in this process
 
 ``python -m gemma4_conform conform --backend MODULE:FACTORY`` runs the suite on a backend that a
 Python factory returns; every other command is the ``gemma4-conform`` CLI's. The pytest plugin
@@ -24,10 +24,12 @@ import torch  # loads LibTorch before the extension module that links it
 
 from ._build import TORCH_VERSION as _BUILT_WITH
 
-# LibTorch's C++ ABI holds only within one version, as for every torch extension.
+# LibTorch's C++ ABI holds only within one version, as for every torch extension: the module was
+# built against the torch of the environment it was installed into (pyproject.toml's build backend).
 if torch.__version__.split("+")[0] != _BUILT_WITH:
     raise ImportError(f"gemma4_conform was built against torch {_BUILT_WITH}, but torch {torch.__version__} is "
-                      "installed: rebuild it (pip install --no-build-isolation .) with this torch")
+                      "installed: reinstall gemma4-conform with this torch in place (pip install --force-reinstall "
+                      "--no-deps <its source>) so that it is built against it")
 
 from . import _core  # noqa: E402
 from .model_under_test import NotSupported  # noqa: E402  (raised by a conform-model factory)
@@ -157,7 +159,8 @@ def judge(golden: Union[str, os.PathLike, Golden], candidate: Union[str, os.Path
 
 @dataclasses.dataclass
 class ConformResult:
-    """One run of the suite: the exit code (0 pass, 1 fail, 2 usage) and, when it ran, every result."""
+    """One run of the suite: the exit code (0 pass, 1 fail, 2 usage) and, when it ran, the JSON
+    report (conformance/report.h: {"tool", "passed", "runs": [{"subject", ..., "results"}]})."""
 
     exit_code: int
     report: Optional[dict]
@@ -167,8 +170,13 @@ class ConformResult:
         return self.exit_code == 0
 
     @property
+    def results(self) -> list:
+        """Every row of every run of the report."""
+        return [r for run in (self.report or {}).get("runs", []) for r in run["results"]]
+
+    @property
     def failures(self) -> list:
-        return [r for r in (self.report or {}).get("results", []) if r["status"] == "fail"]
+        return [r for r in self.results if r["status"] == "fail"]
 
 
 def _conform_args(device, dtype, filter, steps, report, junit, verbose):
@@ -184,22 +192,15 @@ def _conform_args(device, dtype, filter, steps, report, junit, verbose):
     return args
 
 
-_conform_ran = False
-
-
 def conform(backend: Backend, device: str = "cpu", dtype: str = "f32", filter: Optional[str] = None,
             steps: Optional[int] = None, report: Optional[str] = None, junit: Optional[str] = None,
             verbose: bool = False) -> ConformResult:
     """Runs the whole conformance suite on `backend` in this process and prints the CLI's table and
-    summary. The suite runs once per process (GoogleTest); to run it again, use a new process
-    (``python -m gemma4_conform conform --backend MODULE:FACTORY`` or the pytest plugin)."""
-    global _conform_ran
+    summary; it may be called any number of times in a process, for any backends. A kernel that
+    crashes takes the process with it: the pytest plugin and ``python -m gemma4_conform conform
+    --backend MODULE:FACTORY`` run each suite in a child process."""
     if not isinstance(backend, Backend):
         raise TypeError(f"conform() takes a gemma4_conform.Backend, got {type(backend).__name__}")
-    if _conform_ran:
-        raise RuntimeError("the suite runs once per process (GoogleTest's RUN_ALL_TESTS); run another in a new "
-                           "process: python -m gemma4_conform conform --backend MODULE:FACTORY, or the pytest plugin")
-    _conform_ran = True
     # The JSON report is always written (a temporary one unless asked for, kept: the summary names it),
     # so the result carries every row.
     path = os.fspath(report) if report else os.path.join(tempfile.mkdtemp(prefix="gemma4-conform-"), "report.json")

@@ -22,7 +22,7 @@ class FactoryError(Exception):
 
 def load_factory(spec: str) -> Backend:
     """MODULE:FACTORY -> the Backend FACTORY() returns; every way this can go wrong is one line."""
-    from .model_runner import resolve
+    from .model_under_test import resolve
 
     try:
         factory = resolve(spec, "--backend")

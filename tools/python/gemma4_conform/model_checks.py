@@ -1,5 +1,6 @@
 """The model-level checks of ``conform-model``: one table (``model_checks()``) of named checks, each
-run on a model under test and returning result rows with the suite's schema.
+under one of the suite's categories, run on a model under test and returning the report's rows
+(``_core.Result``).
 
 Every judgement is the C++ core's: a golden by ``gemma4_conform.judge`` (the calibrated rule of
 golden/tolerance.h, don't-care positions included), one run against another by
@@ -11,11 +12,10 @@ modes"; the bugs each one caught: README, "Judging a whole model".
 from __future__ import annotations
 
 import dataclasses
-import enum
 import gc as python_gc
 import threading
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 import torch
 
@@ -23,40 +23,10 @@ from . import _core, judge, read_golden
 from .model_memory import measure_flatness
 from .model_under_test import ModelError, ModelUnderTest, NotSupported, StepOptions, accepts, one_line, run_step
 
-
-class Category(enum.Enum):
-    GOLDEN = "golden"
-    FINITE_GRADS = "finite_grads"
-    MULTITHREADED_RECOMPUTE = "multithreaded_recompute"
-    KEY_CONVENTIONS = "key_conventions"
-    USE_CACHE = "use_cache"
-    MEMORY_FLATNESS = "memory_flatness"
-
-
-class Status(enum.Enum):
-    PASS = "pass"
-    FAIL = "fail"
-    NOT_SUPPORTED = "not_supported"
-
-
-@dataclasses.dataclass
-class Row:
-    """One result, as the C++ suite's JSON report has it (conformance/check.h, Result)."""
-
-    case: str
-    status: Status
-    metric: str = ""
-    value: float = 0.0
-    bound: float = 0.0
-    baseline: Optional[float] = None
-    detail: str = ""
-
-    def to_dict(self, test: str, category: Category) -> dict:
-        d = {"test": test, "category": category.value, "case": self.case, "status": self.status.value,
-             "metric": self.metric, "value": self.value, "bound": self.bound, "detail": self.detail}
-        if self.baseline is not None:
-            d["baseline"] = self.baseline
-        return d
+# The rows and categories are the suite's (conformance/report.h): a check returns _core.Result rows
+# (case, status, metric, value, bound, baseline, detail); the runner gives them the check's test and
+# category.
+Category, Result, Status = _core.Category, _core.Result, _core.Status
 
 
 @dataclasses.dataclass
@@ -67,13 +37,9 @@ class Outcome:
 
 @dataclasses.dataclass
 class ModelCheck:
-    category: Category
-    name: str                                  # unique within the category
+    test: str                                  # "<group>/<name>": what --filter and JUnit name
+    category: Category                         # the suite's category it belongs to (model_checks())
     run: Callable[["Context"], Outcome]
-
-    @property
-    def test(self) -> str:
-        return f"{self.category.value}/{self.name}"
 
 
 @dataclasses.dataclass
@@ -105,28 +71,18 @@ class Context:
 
 
 def _golden_rows(verdict) -> Outcome:
+    """A golden's verdict (gemma4_conform.judge) as the check's rows: its report (the one report's
+    JSON, a row per dataset named by its test, the calibrated rule's metric, bound and both errors)
+    with each dataset as the case. Datasets not checked (intermediates the module does not return;
+    gradients of a forward-only judgement) are a note, not a row."""
     rows, not_checked = [], []
-    for r in verdict.to_dict()["rows"]:
-        if r["status"] == "not_checked":
-            not_checked.append(r["tensor"])
-            continue
-        if "problem" in r:
-            rows.append(Row(r["tensor"], Status.FAIL, detail=r["problem"]))
-            continue
-        rms_bound = r.get("rms_bound", 0)  # fp32 judges max-abs and cosine only
-        rms = rms_bound > 0 and r["rms"] / rms_bound > r["max_abs"] / max(r["max_bound"], 1e-300)
-        metric = "rms" if rms else "max_abs"
-        detail = f"cosine {r['cosine']:.7g}" + (" (floor 0.99999)" if r["rule"] == "fp32" else "")
-        baseline = None
-        if r["rule"] == "family":
-            baseline = r["baseline_rms"] if rms else r["baseline_max_abs"]
-            detail += (f"; max {r['max_abs']:.2e}/{r['max_bound']:.2e}, rms {r['rms']:.2e}/{rms_bound:.2e}; "
-                       f"baseline max {r['baseline_max_abs']:.2e} rms {r['baseline_rms']:.2e}")
-        if r["non_finite"]:
-            detail += f"; {r['non_finite']} values not finite"
-        status = Status.PASS if r["status"] == "pass" else Status.FAIL
-        rows.append(Row(r["tensor"], status, metric, r[metric], r[metric.replace("max_abs", "max") + "_bound"],
-                        baseline, detail))
+    for run in verdict.to_dict()["runs"]:
+        for row in map(Result.from_dict, run["results"]):
+            if row.status == Status.NOT_SUPPORTED:
+                not_checked.append(row.test)
+                continue
+            row.case, row.test, row.category = row.test, "", None
+            rows.append(row)
     notes = [f"{len(not_checked)} golden intermediates not checked (the module does not return them): "
              + ", ".join(not_checked[:3]) + (" ..." if len(not_checked) > 3 else "")] if not_checked else []
     return Outcome(rows, notes)
@@ -135,10 +91,9 @@ def _golden_rows(verdict) -> Outcome:
 def _compare(candidate: dict, reference: dict, truth: dict, judged: dict, dtype: str, label: str = "") -> list:
     names = [n for n in reference if n in ("outputs/loss", "outputs/logits") or n.startswith("grads/")]
     pick = lambda d: {n: d[n] for n in names if n in d}  # noqa: E731
-    rows = []
-    for r in _core.compare_runs(pick(candidate), pick(reference), pick(truth), judged, dtype, False):
-        rows.append(Row(label + r["case"], Status(r["status"]), r["metric"], r["value"], r["bound"], r["baseline"],
-                        r["detail"]))
+    rows = _core.compare_runs(pick(candidate), pick(reference), pick(truth), judged, dtype, False)
+    for r in rows:
+        r.case = label + r.case
     return rows
 
 
@@ -158,16 +113,16 @@ def check_finite_grads(golden) -> Callable[[Context], Outcome]:
     def run(ctx: Context) -> Outcome:
         step = ctx.plain(golden)
         loss = step.tensors["outputs/loss"]
-        rows = [Row("outputs/loss", Status.PASS if torch.isfinite(loss).all() else Status.FAIL, "non_finite",
-                    float((~torch.isfinite(loss)).sum()), 0, detail=f"loss {loss.item():.6g}")]
+        rows = [Result(case="outputs/loss", status=Status.PASS if torch.isfinite(loss).all() else Status.FAIL,
+                       metric="non_finite", value=float((~torch.isfinite(loss)).sum()), detail=f"loss {loss.item():.6g}")]
         bad = {n: int((~torch.isfinite(g)).sum()) for n, g in step.grads.items() if g is not None}
         bad = {n: c for n, c in bad.items() if c}
         none = [n for n, g in step.grads.items() if g is None]
         detail = f"{len(step.grads)} parameters, {len(bad)} with non-finite gradients"
         if bad:
             detail += ": " + ", ".join(f"{n} ({c})" for n, c in list(bad.items())[:4])
-        rows.append(Row("grads/*", Status.FAIL if bad else Status.PASS, "non_finite_values", sum(bad.values()), 0,
-                        detail=detail))
+        rows.append(Result(case="grads/*", status=Status.FAIL if bad else Status.PASS, metric="non_finite_values",
+                           value=sum(bad.values()), detail=detail))
         notes = [f"{len(none)} parameters got no gradient: " + ", ".join(none[:3])] if none else []
         return Outcome(rows, notes)
     return run
@@ -243,7 +198,7 @@ def check_two_models(golden) -> Callable[[Context], Outcome]:
         rows = []
         for key in weights:
             if key in errors:
-                rows.append(Row(f"model {key}", Status.FAIL, detail=one_line(errors[key])))
+                rows.append(Result(case=f"model {key}", status=Status.FAIL, detail=one_line(errors[key])))
                 continue
             rows += _compare(results[key].tensors, plain[key].tensors, truth[key], golden.judged, ctx.model.dtype,
                              label=f"model {key}: ")
@@ -259,10 +214,12 @@ def check_use_cache(golden) -> Callable[[Context], Outcome]:
         for flag in (True, False):
             loaded = ctx.model.load(golden.config, golden.weights)
             if not accepts(loaded.module, "use_cache"):
-                return Outcome([Row("", Status.NOT_SUPPORTED, detail="forward() takes no use_cache argument")])
+                return Outcome([Result(status=Status.NOT_SUPPORTED, detail="forward() takes no use_cache argument")])
             step = run_step(loaded, golden.inputs, ctx.model.device, StepOptions(backward=False, use_cache=flag))
             outcome = _golden_rows(judge(golden, step.tensors, forward_only=True))
-            rows += [dataclasses.replace(r, case=f"use_cache={flag}: {r.case}") for r in outcome.rows]
+            for r in outcome.rows:
+                r.case = f"use_cache={flag}: {r.case}"
+            rows += outcome.rows
             notes += outcome.notes[:1] if flag else []
         return Outcome(rows, notes)
     return run
@@ -288,7 +245,8 @@ def check_serialization(golden) -> Callable[[Context], Outcome]:
         try:
             loaded = ctx.model.load(per_layer_config(golden.config), golden.weights)
         except ModelError as e:
-            return Outcome([Row("", Status.NOT_SUPPORTED, detail=f"per_layer_config serialization not accepted: {e}")])
+            return Outcome([Result(status=Status.NOT_SUPPORTED,
+                                   detail=f"per_layer_config serialization not accepted: {e}")])
         step = run_step(loaded, golden.inputs, ctx.model.device)
         return _golden_rows(judge(golden, step.tensors))
     return run
@@ -301,20 +259,19 @@ def check_layout(golden) -> Callable[[Context], Outcome]:
         try:
             loaded = ctx.model.load(golden.config, golden.weights, other_layout=True)
         except ModelError as e:
-            return Outcome([Row("", Status.NOT_SUPPORTED, detail=str(e))])
+            return Outcome([Result(status=Status.NOT_SUPPORTED, detail=str(e))])
         step = run_step(loaded, golden.inputs, ctx.model.device)
         return _golden_rows(judge(golden, step.tensors))
     return run
 
 
 def check_memory_flatness(golden) -> Callable[[Context], Outcome]:
-    """model_memory.py has the rule and why."""
+    """The suite's rule (conformance/flatness.h); model_memory.py measures."""
     def run(ctx: Context) -> Outcome:
-        f = measure_flatness(ctx.model, golden, ctx.steps)
-        if f is None:
-            return Outcome([Row("", Status.NOT_SUPPORTED, detail="the config shares no K/V")])
-        return Outcome([Row("live bytes after each step", Status.PASS if f.slope < f.bound else Status.FAIL,
-                            "slope_bytes_per_step", f.slope, f.bound, detail=f.detail)])
+        row = measure_flatness(ctx.model, golden, ctx.steps)
+        if row is None:
+            return Outcome([Result(status=Status.NOT_SUPPORTED, detail="the config shares no K/V")])
+        return Outcome([row])
     return run
 
 
@@ -334,26 +291,39 @@ def kv_shared(golden) -> bool:
 
 
 def model_checks(dtype: str) -> list:
+    """The checks, each under the suite category it belongs to (conformance/categories.cpp). The test
+    names are the harness's own ("<group>/<check>"); where the group is a suite category, it is the
+    check's category. The one group that is not:
+    - use_cache/*: the golden forward with use_cache=True and False -> decode, the suite's category
+      of the KV cache path (the cache a forward fills for decoding, and the K/V that KV-shared
+      layers must take from the storing layers with a cache or without one).
+    (conform-model --distributed: sharded-equals-single -> multithreaded_recompute, memory-flatness
+    -> memory_flatness; model_distributed.CHECKS.)"""
     goldens = model_goldens(dtype)
     checks = []
+
+    def add(category, test: str, run) -> None:
+        checks.append(ModelCheck(test, category, run))
+
     for g in goldens:
-        checks.append(ModelCheck(Category.GOLDEN, g.name, check_golden(g)))
+        add(Category.golden, f"golden/{g.name}", check_golden(g))
     for g in goldens:
-        checks.append(ModelCheck(Category.FINITE_GRADS, g.name, check_finite_grads(g)))
+        add(Category.finite_grads, f"finite_grads/{g.name}", check_finite_grads(g))
     for g in goldens:
-        checks.append(ModelCheck(Category.MULTITHREADED_RECOMPUTE, f"checkpointed/{g.name}", check_checkpointed(g)))
+        add(Category.multithreaded_recompute, f"multithreaded_recompute/checkpointed/{g.name}", check_checkpointed(g))
     for g in filter(kv_shared, goldens):
-        checks.append(ModelCheck(Category.MULTITHREADED_RECOMPUTE, f"backward-thread/{g.name}", check_backward_thread(g)))
-        checks.append(ModelCheck(Category.MULTITHREADED_RECOMPUTE, f"two-models/{g.name}", check_two_models(g)))
+        add(Category.multithreaded_recompute, f"multithreaded_recompute/backward-thread/{g.name}",
+            check_backward_thread(g))
+        add(Category.multithreaded_recompute, f"multithreaded_recompute/two-models/{g.name}", check_two_models(g))
     for g in goldens:
         if g.name in ("model/e2b", "model/26b-a4b", "transformers/e2b_like"):
-            checks.append(ModelCheck(Category.KEY_CONVENTIONS, f"per-layer-config/{g.name}", check_serialization(g)))
-            checks.append(ModelCheck(Category.KEY_CONVENTIONS, f"other-layout/{g.name}", check_layout(g)))
+            add(Category.key_conventions, f"key_conventions/per-layer-config/{g.name}", check_serialization(g))
+            add(Category.key_conventions, f"key_conventions/other-layout/{g.name}", check_layout(g))
     for g in goldens:
-        checks.append(ModelCheck(Category.USE_CACHE, g.name, check_use_cache(g)))
+        add(Category.decode, f"use_cache/{g.name}", check_use_cache(g))
     for g in filter(kv_shared, goldens):
         if g.name == "model/e2b":
-            checks.append(ModelCheck(Category.MEMORY_FLATNESS, g.name, check_memory_flatness(g)))
+            add(Category.memory_flatness, f"memory_flatness/{g.name}", check_memory_flatness(g))
     return checks
 
 
@@ -362,9 +332,9 @@ def run_check(check: ModelCheck, ctx: Context) -> Outcome:
     try:
         outcome = check.run(ctx)
     except NotSupported as e:
-        outcome = Outcome([Row("", Status.NOT_SUPPORTED, detail=str(e))])
+        outcome = Outcome([Result(status=Status.NOT_SUPPORTED, detail=str(e))])
     except Exception as e:  # the module under test: every error is a result, never a crash
-        outcome = Outcome([Row("", Status.FAIL, detail=one_line(e))])
+        outcome = Outcome([Result(status=Status.FAIL, detail=one_line(e))])
     finally:
         # What the check built is garbage now: collect it, then freeze the survivors (gc.freeze), so
         # that later collections, one per memory_flatness step among them, scan only new objects
@@ -372,5 +342,5 @@ def run_check(check: ModelCheck, ctx: Context) -> Outcome:
         python_gc.collect()
         python_gc.freeze()
     if not outcome.rows:
-        outcome.rows.append(Row("", Status.FAIL, detail="the check produced no result"))
+        outcome.rows.append(Result(status=Status.FAIL, detail="the check produced no result"))
     return outcome

@@ -12,27 +12,29 @@ a released geometry at real width reduced to its first pattern of layers). The s
 is the module's own (gradient_checkpointing_enable) or checkpoint_wrapper per layer. NCCL on CUDA
 (one GPU per rank, LOCAL_RANK), gloo on the CPU; every collective has --timeout.
 
-Each rank trains on its own sequence (data parallel). The checks, each a row per rank:
-- distributed/sharded-equals-single/<subject>: K steps of SGD. Each step's loss (the ranks' mean)
+Each rank trains on its own sequence (data parallel). The checks, each a row per rank, in the suite's
+categories (CHECKS):
+- distributed/sharded-equals-single/<subject> (multithreaded_recompute): K steps of SGD. Each step's loss (the ranks' mean)
   and every gradient (gathered per parameter on the device) must equal the single-device run
   (model_sharded.py: computed before any process group exists) under compare_runs' rule (fp32:
   max-abs <= 1e-4 x max|single|, cosine >= 0.99999; bf16/f16: the error against the fp32 run at
   most 4x (max-abs) and 3x (RMS) the single-device run's own error; rows print both errors).
-- distributed/memory-flatness/<subject>: --steps training steps with checkpointing, gradients
-  dropped and Python's cycle collector run after each; the least-squares slope of the rank's live
-  bytes (CUDA: the caching allocator; CPU: the suite's tracking allocator) must stay under 1% of one
-  step's shared K/V (model_memory.py has the rule and why).
+- distributed/memory-flatness/<subject> (memory_flatness): --steps training steps with
+  checkpointing, gradients dropped and Python's cycle collector run after each; the slope of the
+  rank's live bytes (CUDA: the caching allocator; CPU: the suite's tracking allocator) judged by the
+  suite's rule (conformance/flatness.h): under 1% of one step's shared K/V (model_memory.py
+  measures; without KV sharing, of one sliding layer's K/V).
 
 Results travel through the rendezvous' c10d store (distributed_exchange.py), not the process group:
 a rank whose module raises is a failure row naming it and every later check is "not run"; a rank
 that dies or hangs is a row "did not report"; when the launcher stops the ranks (torchrun does once
-one fails), the first one stopped still writes the report. Exit 0 when every check passes, else 1.
+one fails), the first one stopped still writes the report (the suite's report: model_report.py).
+Exit 0 when every check passes, else 1.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import gc as python_gc
 import json
 import os
 import sys
@@ -42,20 +44,29 @@ from pathlib import Path
 
 import torch
 
+from . import _core
 from .distributed_exchange import Exchange, on_termination
+from .model_report import build, failure, publish, rows_of
 from .model_sharded import (SHARDINGS, agreement, judge_sharded_step, release_memory, sgd, sharded, sharding_of,
                             single_device_run, single_process_env, step_loss)
-from .model_under_test import DTYPES, LAYOUTS, ModelUnderTest, layout_of, one_line
+from .model_under_test import DTYPES, LAYOUTS, ModelUnderTest, layout_of, one_line, resolve
 
 PROGRAM = "torchrun ... -m gemma4_conform conform-model --distributed"
-CHECKS = ("sharded-equals-single", "memory-flatness")
+# The checks and the suite category each belongs to: sharded-equals-single judges a parallel run of
+# the checkpointed training step against the plain (single-device) run under compare_runs' rule, as
+# the suite's multithreaded_recompute judges the recompute on other threads; memory-flatness is the
+# suite's memory_flatness rule on each rank.
+CHECKS = {"sharded-equals-single": _core.Category.multithreaded_recompute,
+          "memory-flatness": _core.Category.memory_flatness}
+Result, Status = _core.Result, _core.Status
 
 
 def parse(argv):
     p = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split("\n\n")[2].replace("\n", " "))
     p.add_argument("--distributed", action="store_true", help="(this mode)")
     p.add_argument("--factory", required=True,
-                   help="MODULE:FACTORY; FACTORY(config, dtype, device) returns the nn.Module")
+                   help="MODULE:FACTORY; FACTORY(config, dtype, device) returns the nn.Module (dtype: a torch.dtype, "
+                   "or the name where the parameter is annotated str)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--dtype", choices=tuple(DTYPES), default="f32")
     p.add_argument("--golden", default="model/e2b", help="the model golden whose config and weights are used")
@@ -69,7 +80,8 @@ def parse(argv):
                    help="the module's gradient_checkpointing_enable(), or checkpoint_wrapper per layer")
     p.add_argument("--checks", default=",".join(CHECKS), help=f"comma-separated, of: {', '.join(CHECKS)}")
     p.add_argument("--seq", type=int, default=128, help="tokens per sequence (one sequence per rank)")
-    p.add_argument("--steps", type=int, default=200, help="memory-flatness steps (at least 10)")
+    p.add_argument("--steps", type=int, default=200, help="memory-flatness steps (the rule's warm-up is max(3, N/10); "
+                   "at least 3 steps must follow it)")
     p.add_argument("--equal-steps", type=int, default=3, help="SGD steps compared with the single-device run")
     p.add_argument("--equal-seq", type=int, help="tokens per sequence in sharded-equals-single (default --seq): "
                    "its fp32 single-device run holds the whole model, its gradients and one sequence's activations")
@@ -83,11 +95,12 @@ def parse(argv):
     if set(args.checks) - set(CHECKS) or not args.checks:
         p.error(f"--checks {','.join(args.checks)!r}: choose from {', '.join(CHECKS)}")
     args.equal_seq = args.equal_seq or args.seq
-    if args.steps < 10 or args.equal_steps < 1 or args.timeout <= 0 or min(args.seq, args.equal_seq) < 2:
-        p.error("--steps must be >= 10, --equal-steps >= 1, --seq and --equal-seq >= 2 and --timeout > 0")
+    if args.equal_steps < 1 or args.timeout <= 0 or min(args.seq, args.equal_seq) < 2:
+        p.error("--equal-steps must be >= 1, --seq and --equal-seq >= 2 and --timeout > 0")
     try:
+        _core.require_flatness_steps(args.steps)
         args.sharding = sharding_of(args.sharding)
-    except ValueError as e:
+    except (ValueError, RuntimeError) as e:
         p.error(str(e))
     if args.sharding.weights == "f32" and args.dtype == "f32":
         p.error(f"--sharding {args.sharding.name} needs --dtype bf16 or f16 (it computes in --dtype)")
@@ -96,8 +109,6 @@ def parse(argv):
 
 def released() -> dict:
     """The released configs by short name ("e2b" -> .../reference/configs/gemma-4-e2b.json)."""
-    from . import _core
-
     configs = Path(_core.data_dir()) / "reference" / "configs"
     return {p.stem[len("gemma-4-"):]: p for p in sorted(configs.glob("gemma-4-*.json"))}
 
@@ -143,21 +154,11 @@ def golden_source(args) -> Source:
     return Source(golden.name, golden.config, golden.weights)
 
 
-def row(case: str, ok: bool, metric="", value=0.0, bound=0.0, detail="", baseline=None) -> dict:
-    r = {"case": case, "status": "pass" if ok else "fail", "metric": metric, "value": value, "bound": bound,
-         "detail": detail}
-    if baseline is not None:
-        r["baseline"] = baseline
-    return r
-
-
 # --- the checks on one rank ----------------------------------------------------------------------
 
 
 class Rank:
     def __init__(self, args, rank: int, world: int, device: str):
-        from .model_runner import resolve
-
         self.args, self.rank, self.world, self.device = args, rank, world, device
         self.model = ModelUnderTest(resolve(args.factory), args.factory, device, args.dtype)
         self.mesh = None
@@ -190,8 +191,8 @@ class Rank:
             dist.all_reduce(loss)  # each rank's loss is its sequence's mean: their mean is the batch's
             truth = self.truth[k] if self.truth else None
             for r in judge_sharded_step(loaded, loss / self.world, self.single[k], truth, self.args.dtype):
-                rows.append(row(f"rank{self.rank}/step{k}/{r['case']}", r["status"] == "pass", r["metric"],
-                                r["value"], r["bound"], r["detail"], r["baseline"]))
+                r.case = f"rank{self.rank}/step{k}/{r.case}"
+                rows.append(r)
             sgd(loaded.module)
         del loaded
         self.single = self.truth = None
@@ -199,35 +200,24 @@ class Rank:
         return rows
 
     def memory_flatness(self) -> list:
-        from . import _core
-        from .model_memory import live_bytes, shared_kv_bytes, slope
+        from .model_memory import live_bytes_per_step, track_live_bytes
 
-        config, seq = self.source.config, self.args.seq
-        kv = shared_kv_bytes(config, 1, seq, self.args.dtype)
-        kv_of = "one step's shared K/V"
+        config, seq, dtype = self.source.config, self.args.seq, self.args.dtype
+        kv, kv_about = _core.shared_kv_bytes(config, 1, seq, dtype), "one step's shared K/V"
         if kv == 0:  # no KV sharing (26B-A4B, 31B): a leak of any layer's K/V is the smallest to catch
-            element = torch.tensor([], dtype=DTYPES[self.args.dtype]).element_size()
-            kv = 2 * config["num_key_value_heads"] * seq * config["head_dim"] * element
-            kv_of = "one sliding layer's K/V (the config shares none)"
-        if self.device == "cpu":
-            _core.install_tracking_cpu_allocator()
+            kv = _core.layer_kv_bytes(config, config["layer_types"].index("sliding_attention"), 1, seq, dtype)
+            kv_about = "one sliding layer's K/V (the config shares none)"
+        track_live_bytes(self.device)
         module = sharded(self.model, self.source, self.mesh, self.args.checkpoint, self.args.sharding).module
         ids = self.ids[self.rank:self.rank + 1, :seq].to(self.device)
-        steps, warmup = self.args.steps, max(3, self.args.steps // 10)
-        python_gc.collect()
-        python_gc.freeze()
-        xs, ys = [], []
-        for i in range(steps):
+
+        def train_step() -> None:
             step_loss(module, ids).backward()
             module.zero_grad(set_to_none=True)
-            python_gc.collect()
-            if i >= warmup:
-                xs.append(i)
-                ys.append(live_bytes(self.device.split(":")[0]))
-        s, bound = slope(xs, ys), 0.01 * kv
-        detail = (f"rank {self.rank} of {self.world}: {steps} steps, slope over steps {warmup}..{steps - 1}; live "
-                  f"bytes {ys[0]} -> {ys[-1]}; {kv_of} {kv} B (B=1, S={seq})")
-        return [row(f"rank{self.rank}", s < bound, "slope_bytes_per_step", s, bound, detail)]
+
+        row = _core.judge_flatness(live_bytes_per_step(train_step, self.device, self.args.steps), kv, kv_about)
+        row.case, row.detail = f"rank{self.rank}", f"rank {self.rank} of {self.world}: {row.detail} (B=1, S={seq})"
+        return [row]
 
 
 def run_rank(args, rank: int, world: int, exchange: Exchange) -> None:
@@ -265,18 +255,19 @@ def run_rank(args, rank: int, world: int, exchange: Exchange) -> None:
     for check in args.checks:
         exchange.running = check
         started = time.monotonic()
+        test, category = test_of(args, check), CHECKS[check]
         if broken:
-            rows = [row(f"rank{rank}", False, detail=f"not run: {broken}")]
+            rows = [Result(case=f"rank{rank}", status=Status.FAIL, detail=f"not run: {broken}")]
         elif check in errors:
-            rows = [row(f"rank{rank}", False, detail=errors[check])]
+            rows = [Result(case=f"rank{rank}", status=Status.FAIL, detail=errors[check])]
         else:
             try:
                 rows = getattr(me, check.replace("-", "_"))()
             except Exception as e:  # the module under test, or a collective that timed out
-                rows = [row(f"rank{rank}", False, detail=f"rank {rank} raised {one_line(e)}")]
-        raised = rows[0]["detail"].startswith(f"rank {rank} raised")
-        exchange.post(check, {"rows": rows, "seconds": time.monotonic() - started, "raised": raised,
-                              "notes": notes[check]})
+                rows = [Result(case=f"rank{rank}", status=Status.FAIL, detail=f"rank {rank} raised {one_line(e)}")]
+        raised = rows[0].detail.startswith(f"rank {rank} raised")
+        exchange.post(check, {"rows": rows_of(test, category, rows), "seconds": time.monotonic() - started,
+                              "raised": raised, "notes": notes[check]})
         got = exchange.wait(check, args.timeout)
         failed = [r for r in range(world) if r not in got or got[r]["raised"]]
         if broken is None and failed:
@@ -295,11 +286,15 @@ def subject(args) -> str:
     return f"{args.geometry}-reduced" if args.geometry else args.golden
 
 
+def test_of(args, check: str) -> str:
+    return f"distributed/{check}/{subject(args)}"
+
+
 def merge(args, world: int, posted: dict, writer: int, running) -> dict:
     """The report's results from what every rank posted ({check: {rank: payload}})."""
     results = {}
     for check in args.checks:
-        test = f"distributed/{check}/{subject(args)}"
+        test, category = test_of(args, check), CHECKS[check]
         rows, notes, seconds = [], [], 0.0
         for r in range(world):
             got = posted.get(check, {}).get(r)
@@ -309,45 +304,29 @@ def merge(args, world: int, posted: dict, writer: int, running) -> dict:
                 seconds = max(seconds, got["seconds"])
             elif r == writer and running is not None:  # the writer was stopped before it finished
                 when = "during" if running == check else "before"
-                rows.append(row(f"rank{r}", False, detail=f"rank {r} was stopped {when} this check"))
+                rows.append(failure(test, category, f"rank {r} was stopped {when} this check", case=f"rank{r}"))
             else:
-                rows.append(row(f"rank{r}", False, detail=f"rank {r} did not report (its process died, hung or "
-                                                          f"was stopped)"))
-        for r in rows:
-            r.update(test=test, category="distributed")
+                rows.append(failure(test, category, f"rank {r} did not report (its process died, hung or was stopped)",
+                                    case=f"rank{r}"))
         results[test] = {"rows": rows, "notes": notes, "seconds": seconds}
     return results
 
 
 def write_report(args, exchange: Exchange, wait: float, stopped: str = "") -> int:
-    from .model_runner import print_rows, summary, write_junit
-
     posted = {check: exchange.wait(check, wait) for check in args.checks}
     results = merge(args, exchange.world, posted, exchange.rank, exchange.running)
-    print_rows(results, args.verbose)
-    _, failed = summary(results)
     label = (f"{args.factory} ({args.device}, {args.dtype}, {exchange.world} ranks, {args.sharding.name}, "
              f"checkpoint {args.checkpoint})")
     if stopped:
         print(f"stopped: {stopped}")
-    print(f"{'FAIL' if failed else 'PASS'}: {len(results) - failed}/{len(results)} checks passed: {label}")
-    report = {"factory": args.factory, "device": args.device, "dtype": args.dtype, "world_size": exchange.world,
-              "sharding": args.sharding.name, "checkpoint": args.checkpoint, "subject": subject(args),
-              "seq": args.seq, "equal_seq": args.equal_seq, "stopped": stopped, "written_by_rank": exchange.rank,
-              "checks": len(results), "failed_checks": failed, "passed": failed == 0,
-              "seconds": {t: round(r["seconds"], 3) for t, r in results.items()},
-              "notes": {t: r["notes"] for t, r in results.items()},
-              "results": [r for res in results.values() for r in res["rows"]]}
-    path = Path(args.report or "conform-model-distributed.json")
-    partial = path.with_name(path.name + ".partial")  # written whole, then renamed
-    partial.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(partial, path)
-    print(f"report: {path}")
-    if args.junit:
-        write_junit(args.junit, results, label)
+    report = build("conform-model --distributed", args.factory, args.device, args.dtype, results,
+                   world_size=exchange.world, sharding=args.sharding.name, checkpoint=args.checkpoint,
+                   source=subject(args), seq=args.seq, equal_seq=args.equal_seq, stopped=stopped,
+                   written_by_rank=exchange.rank)
+    publish(report, str(args.report or "conform-model-distributed.json"), args.junit, args.verbose, label=label)
     sys.stdout.flush()
     exchange.report_written.set()
-    return 1 if failed or stopped else 0
+    return 1 if not report["passed"] or stopped else 0
 
 
 def main(argv) -> int:

@@ -23,7 +23,7 @@ from typing import Callable, Optional
 
 import torch
 
-from .model_under_test import DTYPES, ModelError, ModelUnderTest, accepts, golden_names
+from .model_under_test import DTYPES, ModelError, ModelUnderTest, accepts, golden_names, resolve
 
 CHECKPOINT_PREFIX = "_checkpoint_wrapped_module."  # what checkpoint_wrapper adds to parameter names
 LR = 1e-2  # SGD between the compared steps: later steps see weights the earlier gradients moved
@@ -88,8 +88,6 @@ def sharding_of(spec: str) -> Sharding:
     the module in place (the module is loaded in --dtype)."""
     if spec in SHARDINGS:
         return SHARDINGS[spec]
-    from .model_runner import resolve
-
     return Sharding(spec, resolve(spec, "--sharding"))
 
 
@@ -232,7 +230,7 @@ def release_memory() -> None:
 
 
 def judge_sharded_step(loaded, loss: torch.Tensor, reference: dict, truth: Optional[dict], dtype: str) -> list:
-    """compare_runs' rows for one sharded step: `loss` (the ranks' mean) and every gradient, each
+    """compare_runs' rows (_core.Result) for one sharded step: `loss` (the ranks' mean) and every gradient, each
     gathered whole on the device, judged there against the single-device run's and freed."""
     from . import _core
 

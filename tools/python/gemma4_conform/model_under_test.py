@@ -1,8 +1,12 @@
 """A model under test: someone's Gemma-4 ``nn.Module``, built by their factory, loaded with a
 golden's weights and run for one training step, its results named as the golden's ``expected/``.
 
-The contract (README, "Judging a whole model"): ``FACTORY(config: dict, dtype: str, device: str)``
-returns a module that behaves like a transformers causal LM:
+The contract (README, "Judging a whole model"): ``FACTORY(config: dict, dtype, device: str)``
+returns a module that behaves like a transformers causal LM. ``dtype`` is a ``torch.dtype``
+(torch.float32, torch.bfloat16, torch.float16), as PyTorch code takes it
+(``Gemma4ForCausalLM._from_config(cfg, torch_dtype=dtype)``); a factory whose dtype parameter (its
+second, or the one named ``dtype``) is annotated ``str`` gets the name instead ("f32", "bf16",
+"f16"), as factories did before (``factory_dtype``). The module:
 - ``forward(input_ids=, attention_mask=, labels=, output_hidden_states=)`` returns an object with
   ``.loss``, ``.logits`` and ``.hidden_states`` (transformers' meaning: L + 1 tensors, the last
   after the final norm);
@@ -71,8 +75,48 @@ class Loaded:
         return f"{len(self.left_at_init)} module tensors not in the golden, left as the factory made them: {shown}"
 
 
+def resolve(spec: str, option: str = "--factory"):
+    """MODULE:FACTORY -> the callable; raises ValueError with one line (naming `option`) when it cannot."""
+    import importlib
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"{option} {spec!r}: expected MODULE:FACTORY")
+    try:
+        obj = importlib.import_module(module_name)
+    except Exception as e:  # the user's module: whatever its import raises is reported
+        raise ValueError(f"{option} {spec}: cannot import {module_name}: {type(e).__name__}: {e}") from e
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"{option} {spec}: {module_name} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"{option} {spec}: {attr} is not callable")
+    return obj
+
+
+def wants_dtype_name(factory: Callable) -> bool:
+    """Whether the factory's dtype parameter (the one named dtype, else its second) is annotated str
+    (the class, or "str" under `from __future__ import annotations`): it then gets "f32", "bf16" or
+    "f16"; every other factory gets a torch.dtype."""
+    try:
+        parameters = list(inspect.signature(factory).parameters.values())
+    except (TypeError, ValueError):  # a builtin or C callable without a signature
+        return False
+    named = [p for p in parameters if p.name == "dtype"]
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    parameter = named[0] if named else (positional[1] if len(positional) > 1 else None)
+    return parameter is not None and parameter.annotation in (str, "str")
+
+
+def factory_dtype(factory: Callable, dtype: str):
+    """What the factory receives for the dtype named `dtype` (wants_dtype_name says which form)."""
+    return dtype if wants_dtype_name(factory) else DTYPES[dtype]
+
+
 class ModelUnderTest:
-    """The factory and where it runs; builds, loads and runs modules for the checks."""
+    """The factory and where it runs; builds, loads and runs modules for the checks. `dtype` is the
+    dtype's name ("f32", "bf16", "f16"); the factory gets it as factory_dtype says."""
 
     def __init__(self, factory: Callable, name: str, device: str, dtype: str):
         self.factory, self.name, self.device, self.dtype = factory, name, device, dtype
@@ -80,7 +124,7 @@ class ModelUnderTest:
     def build(self, config: dict, dtype: Optional[str] = None) -> torch.nn.Module:
         dtype = dtype or self.dtype
         try:
-            module = self.factory(dict(config), dtype, self.device)
+            module = self.factory(dict(config), factory_dtype(self.factory, dtype), self.device)
         except NotSupported:
             raise
         except Exception as e:  # the user's factory: whatever it raises is the row's reason

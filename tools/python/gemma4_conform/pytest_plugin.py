@@ -10,8 +10,8 @@ or, for more control, the ``gemma4_conform`` fixture:
     def test_my_kernels(gemma4_conform):
         gemma4_conform("mylib.gemma4:backend", dtype="bf16", device="cuda").assert_passed()
 
-Each run is ``python -m gemma4_conform conform --backend MODULE:FACTORY`` in a child process: the
-suite runs once per process, and a kernel that crashes fails its test instead of the session.
+Each run is ``python -m gemma4_conform conform --backend MODULE:FACTORY`` in a child process: a
+kernel that crashes fails its test instead of the session.
 ``--gemma4-conform-reports DIR`` keeps every run's JSON and JUnit reports.
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 
 SOURCE = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(SOURCE / "tools")]  # python_backends, transformers_candidate
+sys.path[:0] = [str(HERE), str(SOURCE / "golden/generators")]  # python_backends, transformers_candidate
 # Child processes (python -m gemma4_conform, pytester's pytest) import python_backends too.
 os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
 

@@ -46,7 +46,7 @@ class KeepingStore(UserDict):
         super().__setitem__(key, value)
 
 
-def checkpoint_closure(config: dict, dtype: str, device: str) -> torch.nn.Module:
+def checkpoint_closure(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
     model = transformers_models.sdpa(config, dtype, device)
     decoder, store = model.model, KeepingStore()
     plain_forward = decoder.forward
@@ -79,7 +79,7 @@ def _side_channel(model: torch.nn.Module, put, get) -> torch.nn.Module:
     return model
 
 
-def thread_local_store(config: dict, dtype: str, device: str) -> torch.nn.Module:
+def thread_local_store(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
     local = threading.local()
     return _side_channel(transformers_models.sdpa(config, dtype, device),
                          put=lambda d: setattr(local, "store", d), get=lambda: getattr(local, "store", None))
@@ -88,7 +88,7 @@ def thread_local_store(config: dict, dtype: str, device: str) -> torch.nn.Module
 _PROCESS_STORE: dict = {"store": None}  # one for every model in the process
 
 
-def process_wide_store(config: dict, dtype: str, device: str) -> torch.nn.Module:
+def process_wide_store(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
     return _side_channel(transformers_models.sdpa(config, dtype, device),
                          put=lambda d: _PROCESS_STORE.__setitem__("store", d), get=lambda: _PROCESS_STORE["store"])
 
@@ -96,7 +96,7 @@ def process_wide_store(config: dict, dtype: str, device: str) -> torch.nn.Module
 # --- numeric bugs: the golden and finite_grads checks must catch them ----------------------------
 
 
-def attention_scale(config: dict, dtype: str, device: str) -> torch.nn.Module:
+def attention_scale(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
     """Scores scaled by head_dim^-0.5, the usual convention; Gemma-4 uses 1.0 (q and k are
     RMS-normalised) -> golden/* (and use_cache/*, which judge the same forward)."""
     model = transformers_models.sdpa(config, dtype, device)
@@ -105,7 +105,7 @@ def attention_scale(config: dict, dtype: str, device: str) -> torch.nn.Module:
     return model
 
 
-def nan_grad(config: dict, dtype: str, device: str) -> torch.nn.Module:
+def nan_grad(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
     """A backward that leaves NaN in one weight's gradient (the final norm's), the forward untouched
     -> finite_grads/* (and golden/*, whose rule refuses non-finite values)."""
     model = transformers_models.sdpa(config, dtype, device)
@@ -116,16 +116,16 @@ def nan_grad(config: dict, dtype: str, device: str) -> torch.nn.Module:
 # --- contract breakers: the harness must report them, never crash ---------------------------------
 
 
-def raises(config: dict, dtype: str, device: str):
+def raises(config: dict, dtype: torch.dtype, device: str):
     raise ValueError(f"this factory supports no config (hidden_size {config['hidden_size']})")
 
 
-def not_a_module(config: dict, dtype: str, device: str):
+def not_a_module(config: dict, dtype: torch.dtype, device: str):
     return {"logits": None}
 
 
 def _on_forward(action):
-    def factory(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    def factory(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
         model = transformers_models.eager(config, dtype, device)
         if config.get("num_kv_shared_layers"):  # only the KV-shared goldens: the other checks go on
             plain = model.forward
@@ -144,7 +144,7 @@ crashes_on_kv_shared = _on_forward(os.abort)
 hangs_on_kv_shared = _on_forward(lambda: time.sleep(3600))
 
 
-def raises_on_rank1(config: dict, dtype: str, device: str) -> torch.nn.Module:
+def raises_on_rank1(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
     """Under torchrun: rank 1's forward raises, rank 0's runs (its collectives then wait for rank 1)
     -> conform-model --distributed reports rank 1's error and ends within its timeouts."""
     model = transformers_models.sdpa(config, dtype, device)
@@ -156,7 +156,7 @@ def raises_on_rank1(config: dict, dtype: str, device: str) -> torch.nn.Module:
     return model
 
 
-def loss_times_world_when_sharded(config: dict, dtype: str, device: str) -> torch.nn.Module:
+def loss_times_world_when_sharded(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
     """Once sharded (an FSDP2 module), the loss is multiplied by the world size: the port of DDP code
     that undoes a mean it expects the gradient reduction not to take (FSDP2 does take it). One
     device is untouched -> conform-model --distributed's sharded-equals-single (loss and gradients
@@ -176,7 +176,7 @@ def loss_times_world_when_sharded(config: dict, dtype: str, device: str) -> torc
     return model
 
 
-def loss_over_world_when_distributed(config: dict, dtype: str, device: str) -> torch.nn.Module:
+def loss_over_world_when_distributed(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
     """Once a process group exists, the loss is divided by the world size: loss-normalisation code
     (`if torch.distributed.is_initialized(): loss = loss / world_size`) that averages a second time
     what FSDP's gradient reduction already averages. Judged against a single-device run computed
@@ -197,7 +197,7 @@ def loss_over_world_when_distributed(config: dict, dtype: str, device: str) -> t
     return model
 
 
-def killed_on_rank1(config: dict, dtype: str, device: str) -> torch.nn.Module:
+def killed_on_rank1(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
     """Under torchrun: rank 1's process is killed by SIGKILL in its first sharded forward (as the
     kernel's OOM killer or a crashing kernel would) -> conform-model --distributed still writes its
     report, with rank 1 "did not report"."""

@@ -20,15 +20,20 @@ def conform(tmp_path, spec, *args):
     return proc, (json.loads(report.read_text()) if report.exists() else None)
 
 
+def results(report: dict) -> list:
+    """Every row of the report (conformance/report.h: one run per backend, device and dtype)."""
+    return [r for run in report["runs"] for r in run["results"]]
+
+
 @pytest.mark.parametrize("dtype", ["f32", "bf16", "f16"])
 def test_plain_pytorch_ops_pass_the_whole_suite(tmp_path, dtype):
     proc, report = conform(tmp_path, "python_backends:correct", "--dtype", dtype)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    categories = {r["category"] for r in report["results"] if r["status"] == "pass"}
+    categories = {r["category"] for r in results(report) if r["status"] == "pass"}
     assert {"golden", "op_sweep", "finite_grads", "multithreaded_recompute", "memory_flatness", "decode"} <= categories
-    threads = [r for r in report["results"] if r["category"] == "multithreaded_recompute"]
+    threads = [r for r in results(report) if r["category"] == "multithreaded_recompute"]
     assert any("two" in r["test"] for r in threads), "two models in two threads must have run"
-    assert report["backend"] == "python-all-ops"
+    assert [run["subject"] for run in report["runs"]] == ["python-all-ops"] and report["passed"]
 
 
 # Each Python op's bug, and where the suite must see it (f32: exact GELU is below bf16 resolution).
@@ -46,38 +51,38 @@ FAULTY = [
 def test_each_faulty_python_op_fails(tmp_path, factory, op, categories):
     proc, report = conform(tmp_path, f"python_backends:{factory}", "--filter", f"^({categories})/")
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    failed = {r["category"] for r in report["results"] if r["status"] == "fail"}
+    failed = {r["category"] for r in results(report) if r["status"] == "fail"}
     assert failed == set(categories.split("|")), f"{op}: failed in {failed}"
 
 
 def test_an_op_that_raises_is_a_failure_row_with_its_message(tmp_path):
     proc, report = conform(tmp_path, "python_backends:raises", "--filter", "^golden/op/geglu")
     assert proc.returncode == 1
-    details = [r["detail"] for r in report["results"] if r["status"] == "fail"]
+    details = [r["detail"] for r in results(report) if r["status"] == "fail"]
     assert details and all("kernel exploded" in d and "geglu" in d for d in details), details
 
 
 def test_an_op_that_returns_no_tensor_is_named(tmp_path):
     proc, report = conform(tmp_path, "python_backends:wrong_return", "--filter", "^golden/op/geglu")
     assert proc.returncode == 1
-    assert any("not a torch.Tensor" in r["detail"] for r in report["results"])
+    assert any("not a torch.Tensor" in r["detail"] for r in results(report))
 
 
-@pytest.mark.parametrize("spec,message", [
-    ("python_backends:factory_raises", "factory_raises() raised RuntimeError: no GPU here"),
-    ("python_backends:not_a_backend", "returned int, not gemma4_conform.Backend"),
-    ("python_backends:cache_ops_incomplete", "a KV cache needs all four cache ops; missing cache_contents"),
-    ("python_backends:missing", "has no attribute 'missing'"),
-    ("no_such_module_here:backend", "cannot import no_such_module_here"),
-    ("python_backends", None),  # no colon: an in-tree backend name, which the CLI refuses
+@pytest.mark.parametrize("spec,message,code", [
+    ("python_backends:factory_raises", "factory_raises() raised RuntimeError: no GPU here", 1),
+    ("python_backends:not_a_backend", "returned int, not gemma4_conform.Backend", 1),
+    ("python_backends:cache_ops_incomplete", "a KV cache needs all four cache ops; missing cache_contents", 1),
+    ("python_backends:missing", "has no attribute 'missing'", 1),
+    ("no_such_module_here:backend", "cannot import no_such_module_here", 1),
+    # no colon: an in-tree backend name, which the CLI refuses as a usage error
+    ("python_backends", "--backend 'python_backends' matches no backend", 2),
 ])
-def test_a_bad_factory_is_one_line(tmp_path, spec, message):
+def test_a_bad_factory_is_one_line(tmp_path, spec, message, code):
     proc, report = conform(tmp_path, spec)
-    assert proc.returncode == 1 and report is None
+    assert proc.returncode == code and report is None, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "error" in lines[0], proc.stderr
-    if message:
-        assert message in lines[0]
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert code == 2 or "error" in lines[0]  # a factory's fault: "... conform: error: ..."
 
 
 def test_help_names_the_factory_option():
@@ -88,15 +93,22 @@ def test_help_names_the_factory_option():
     assert top.returncode == 0 and "conform" in top.stdout and "golden" in top.stdout
 
 
-def test_in_process_conform_runs_once(tmp_path):
+def test_in_process_conform_runs_any_number_of_times(tmp_path):
+    """Three suites in one process: a correct backend, a faulty one (its failure must not leak into
+    the next run) and the correct one again, each with its own verdict and rows."""
     script = (
         "import gemma4_conform as gc, python_backends as pb\n"
-        "r = gc.conform(pb.correct(), filter='^golden/op/geglu')\n"
-        "assert r.passed and r.report['results'], r\n"
-        "try:\n    gc.conform(pb.correct())\nexcept Exception as e:\n    print('second:', e)\n")
+        "first = gc.conform(pb.correct(), filter='^golden/op/geglu')\n"
+        "faulty = gc.conform(pb.gelu_exact(), filter='^golden/op/geglu')\n"
+        "again = gc.conform(pb.correct(), filter='^golden/op/(geglu|rms_norm)')\n"
+        "print('verdicts', first.passed, faulty.passed, again.passed)\n"
+        "print('rows', len(first.results), len(faulty.failures), len(again.results))\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=DEADLINE_S)
-    assert out.returncode == 0, out.stderr
-    assert "second:" in out.stdout and "once per process" in out.stdout
+    assert out.returncode == 0, out.stderr[-3000:]
+    verdicts = next(line for line in out.stdout.splitlines() if line.startswith("verdicts"))
+    assert verdicts == "verdicts True False True", out.stdout[-3000:]
+    first, faulty, again = map(int, next(ln for ln in out.stdout.splitlines() if ln.startswith("rows")).split()[1:])
+    assert first > 0 and faulty > 0 and again > first
 
 
 def test_backend_arguments_are_checked():

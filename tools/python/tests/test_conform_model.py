@@ -34,24 +34,43 @@ def conform_model(tmp_path: Path, factory: str, *args: str, dtype: str = "f32", 
     return run.returncode, json.loads(report.read_text()) if report.exists() else None, run.stdout + run.stderr
 
 
+def results(report: dict) -> list:
+    """The rows of the report's one run (conformance/report.h's schema: {"tool", "passed", "runs"})."""
+    (run,) = report["runs"]
+    return run["results"]
+
+
 def failing_tests(report: dict) -> set:
-    return {r["test"] for r in report["results"] if r["status"] == "fail"}
+    return {r["test"] for r in results(report) if r["status"] == "fail"}
 
 
 @pytest.mark.parametrize("factory,dtype", [("eager", "f32"), ("sdpa", "f32"), ("sdpa", "bf16"), ("eager", "f16")])
 def test_transformers_passes(tmp_path, factory, dtype):
     code, report, _ = conform_model(tmp_path, f"transformers_models:{factory}", dtype=dtype)
     assert code == 0 and report["passed"], failing_tests(report)
-    categories = {r["category"] for r in report["results"] if r["status"] == "pass"}
-    assert categories == {"golden", "finite_grads", "multithreaded_recompute", "key_conventions", "use_cache",
+    (run,) = report["runs"]
+    assert (report["tool"], run["subject"], run["device"], run["dtype"]) == \
+        ("conform-model", f"transformers_models:{factory}", DEVICE, dtype)
+    # The suite's categories (use_cache/* is decode's), every row of a test in the same one.
+    categories = {r["category"] for r in results(report) if r["status"] == "pass"}
+    assert categories == {"golden", "finite_grads", "multithreaded_recompute", "key_conventions", "decode",
                           "memory_flatness"}
+    assert {r["category"] for r in results(report) if r["test"].startswith("use_cache/")} == {"decode"}
+    assert all(r["test"].startswith(r["category"] + "/") for r in results(report)
+               if not r["test"].startswith("use_cache/"))
+    assert run["tests"] == len(report["seconds"]) == 49 and run["failed_tests"] == 0
     # Gemma4ForCausalLM saves the causal-lm layout and its load_state_dict refuses the other: the
     # only checks not supported, each saying why.
-    skipped = {r["test"]: r["detail"] for r in report["results"] if r["status"] == "not_supported"}
+    skipped = {r["test"]: r["detail"] for r in results(report) if r["status"] == "not_supported"}
     assert skipped and all(t.startswith("key_conventions/other-layout/") for t in skipped), skipped
     assert all("causal-lm layout" in d for d in skipped.values())
-    junit = ET.parse(tmp_path / "junit.xml").getroot()
-    assert sum(int(s.get("failures")) for s in junit) == 0 and sum(int(s.get("tests")) for s in junit) == report["checks"]
+    # The report module's JUnit: one suite for the run, a case per check (skipped where not supported).
+    (suite,) = ET.parse(tmp_path / "junit.xml").getroot()
+    cases = suite.findall("testcase")
+    assert suite.get("name") == f"transformers_models:{factory}, {DEVICE}, {dtype}" and suite.get("failures") == "0"
+    assert int(suite.get("tests")) == len(cases) == run["tests"]
+    assert {c.get("name") for c in cases if c.find("skipped") is not None} == set(skipped)
+    assert {c.get("classname") for c in cases if c.get("name").startswith("use_cache/")} == {"conform-model.decode"}
 
 
 def test_liger(tmp_path):
@@ -60,10 +79,37 @@ def test_liger(tmp_path):
         pytest.importorskip("liger_kernel")
     code, report, _ = conform_model(tmp_path, "transformers_models:liger", "--filter", r"golden/|use_cache/")
     if DEVICE != "cuda":
-        assert code == 0 and {r["status"] for r in report["results"]} == {"not_supported"}
-        assert all("need a CUDA device" in r["detail"] for r in report["results"])
+        assert code == 0 and {r["status"] for r in results(report)} == {"not_supported"}
+        assert all("need a CUDA device" in r["detail"] for r in results(report))
         return
     assert code == 0 and report["passed"], failing_tests(report)
+
+
+@pytest.mark.parametrize("factory", ["from_config", "eager_dtype_name"])
+def test_factory_dtype_forms(tmp_path, factory):
+    """from_config is written the PyTorch way (Gemma4ForCausalLM._from_config(cfg, torch_dtype=dtype),
+    no annotations): it gets a torch.dtype. eager_dtype_name annotates its dtype str: it gets "bf16"
+    (it raises on anything else). Both build bf16 modules that pass."""
+    code, report, _ = conform_model(tmp_path, f"transformers_models:{factory}", "--filter",
+                                    r"^(golden|finite_grads)/model/e2b$", dtype="bf16")
+    assert code == 0 and report["passed"] and report["runs"][0]["tests"] == 2, failing_tests(report)
+
+
+def test_what_a_factory_gets_for_the_dtype():
+    import torch
+    from gemma4_conform.model_under_test import factory_dtype
+
+    def plain(config, dtype, device): ...
+    def named(config: dict, dtype: str, device: str): ...  # "str": this module postpones annotations
+    def typed(config: dict, dtype: torch.dtype, device: str): ...
+    def keyword(config, device="cpu", *, dtype: str = "f32"): ...
+    def evaluated(config, dtype, device): ...
+    evaluated.__annotations__["dtype"] = str  # the class itself, as without `from __future__ import annotations`
+
+    assert factory_dtype(plain, "bf16") is torch.bfloat16 and factory_dtype(typed, "f16") is torch.float16
+    assert factory_dtype(lambda c, d, v: None, "f32") is torch.float32
+    assert factory_dtype(named, "bf16") == "bf16" and factory_dtype(keyword, "f16") == "f16"
+    assert factory_dtype(evaluated, "f32") == "f32"
 
 
 # Each control changes one thing: the checks that guard it must fail, and nothing else may.
@@ -92,7 +138,7 @@ def test_side_channel_controls_fail_their_check(tmp_path, control):
     code, report, _ = conform_model(tmp_path, f"model_controls:{control}", "--filter", KV_SHARED)
     assert code == 1
     assert required <= failing_tests(report) <= allowed, failing_tests(report)
-    failing_rows = [r for r in report["results"] if r["status"] == "fail"]
+    failing_rows = [r for r in results(report) if r["status"] == "fail"]
     assert all(evidence in (r["detail"] + r["metric"] + r["case"]) for r in failing_rows), failing_rows[:3]
 
 
@@ -111,17 +157,18 @@ def test_numeric_controls_fail_golden_and_finite_grads(tmp_path):
     assert code == 1
     finite = {t for t in failing_tests(report) if t.startswith("finite_grads/")}
     assert len(finite) == 9 and not any(t.startswith("use_cache/") for t in failing_tests(report))
-    assert all("norm.weight" in r["detail"] for r in report["results"]
+    assert all("norm.weight" in r["detail"] for r in results(report)
                if r["test"] in finite and r["status"] == "fail" and r["case"] == "grads/*")
 
 
 def test_factory_that_raises_is_a_failure_row(tmp_path):
     code, report, out = conform_model(tmp_path, "model_controls:raises", "--filter", r"^golden/model/")
-    assert code == 1 and report["checks"] == 4 and report["failed_checks"] == 4
+    assert code == 1 and not report["passed"]
+    assert (report["runs"][0]["tests"], report["runs"][0]["failed_tests"]) == (4, 4)
     assert all(r["detail"] == "ModelError: the factory raised ValueError: this factory supports no config "
-               f"(hidden_size {32})" for r in report["results"])
+               f"(hidden_size {32})" for r in results(report))
     code, report, _ = conform_model(tmp_path, "model_controls:not_a_module", "--filter", r"^golden/model/e2b")
-    assert code == 1 and "not a torch.nn.Module" in report["results"][0]["detail"]
+    assert code == 1 and "not a torch.nn.Module" in results(report)[0]["detail"]
 
 
 def test_crash_and_hang_are_failure_rows(tmp_path):
@@ -129,20 +176,24 @@ def test_crash_and_hang_are_failure_rows(tmp_path):
     code, report, _ = conform_model(tmp_path, "model_controls:crashes_on_kv_shared", "--filter",
                                     r"^golden/model/(e2b|31b)$")
     assert code == 1 and failing_tests(report) == {"golden/model/e2b"}
-    died = [r for r in report["results"] if r["test"] == "golden/model/e2b"]
+    died = [r for r in results(report) if r["test"] == "golden/model/e2b"]
     assert len(died) == 1 and "worker process died (signal SIGABRT)" in died[0]["detail"]
-    assert any(r["test"] == "golden/model/31b" and r["status"] == "pass" for r in report["results"])
+    assert died[0]["category"] == "golden"
+    assert any(r["test"] == "golden/model/31b" and r["status"] == "pass" for r in results(report))
+    # The timeout counts from the check's start (the worker's imports are before it); golden/model/31b,
+    # which runs first, takes about 2 s on the 2-core machine.
     code, report, _ = conform_model(tmp_path, "model_controls:hangs_on_kv_shared", "--filter",
-                                    r"^golden/model/(e2b|31b)$", "--timeout", "20")
+                                    r"^golden/model/(e2b|31b)$", "--timeout", "10")
     assert code == 1 and failing_tests(report) == {"golden/model/e2b"}
-    assert "timed out after 20.0 s" in [r for r in report["results"] if r["test"] == "golden/model/e2b"][0]["detail"]
+    assert "timed out after 10.0 s" in [r for r in results(report) if r["test"] == "golden/model/e2b"][0]["detail"]
 
 
 def test_usage(tmp_path):
     run = lambda *a: subprocess.run([sys.executable, "-m", "gemma4_conform", "conform-model", *a],  # noqa: E731
                                     capture_output=True, text=True, env={**os.environ, "PYTHONPATH": PYTHONPATH})
-    assert run("--help").returncode == 0 and "--factory" in run("--help").stdout
-    assert run().returncode == 2 and "--factory MODULE:FACTORY is required" in run().stderr
+    help_, bare = run("--help"), run()
+    assert help_.returncode == 0 and "--factory" in help_.stdout
+    assert bare.returncode == 2 and "--factory MODULE:FACTORY is required" in bare.stderr
     bad = run("--factory", "no_such_module:f")
     assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1].endswith("No module named 'no_such_module'")
     assert run("--factory", "m:f", "--filter", "(").returncode == 2

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_conform_model import DEVICE, KV_SHARED, SOURCE, conform_model, failing_tests
+from test_conform_model import DEVICE, KV_SHARED, SOURCE, conform_model, failing_tests, results
 
 HISTORIC = Path(os.environ.get("GEMMA4_HISTORIC_DIR", SOURCE / ".cache/historic"))
 
@@ -32,7 +32,7 @@ def test_transformers_5_5_1_use_cache_false_on_kv_shared_models(tmp_path):
     assert code == 1
     assert failing_tests(report) == {f"{c}/{g}" for c in ("use_cache", "multithreaded_recompute/checkpointed")
                                      for g in KV_MODELS}
-    use_cache = [r for r in report["results"] if r["category"] == "use_cache" and r["status"] == "fail"]
+    use_cache = [r for r in results(report) if r["test"].startswith("use_cache/") and r["status"] == "fail"]
     assert use_cache and all(r["case"].startswith("use_cache=False: ") for r in use_cache)
 
 
@@ -52,5 +52,5 @@ def test_axolotl_0_17_0_fused_attention_on_transformers_5_9_0(tmp_path):
     code, report, _ = conform_model(tmp_path, "transformers_models:axolotl_fused_attn", "--filter",
                                     r"^golden/model/(e2b|e4b|31b)$", env=env)
     assert code == 1 and failing_tests(report) == {"golden/model/e2b", "golden/model/e4b"}
-    for row in (r for r in report["results"] if r["status"] == "fail"):
+    for row in (r for r in results(report) if r["status"] == "fail"):
         assert row["detail"].startswith("AttributeError: ") and "kv_shared_layer_index" in row["detail"], row

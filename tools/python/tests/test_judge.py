@@ -29,6 +29,13 @@ def expected_as_candidate(golden):
     return {name: t.clone() for name, t in golden.expected.items()}
 
 
+def rows(verdict) -> dict:
+    """dataset -> row of the verdict's report (conformance/report.h: a golden check is one run whose
+    rows are the datasets, each named by its test)."""
+    (run,) = verdict.to_dict()["runs"]
+    return {r["test"]: r for r in run["results"]}
+
+
 def test_judge_a_dict_passes_the_expected_and_fails_one_changed_logit(source_dir):
     g = gc.read_golden(source_dir / "golden/reference/model/e2b.f32.h5")
     verdict = gc.judge(g, expected_as_candidate(g))
@@ -37,20 +44,22 @@ def test_judge_a_dict_passes_the_expected_and_fails_one_changed_logit(source_dir
     bad["outputs/logits"][0, 1, 2] += 0.5  # a real position (row 0 has no padding)
     verdict = gc.judge(g, bad)
     assert not verdict.passed
-    rows = {r["tensor"]: r for r in verdict.to_dict()["rows"]}
-    assert rows["outputs/logits"]["status"] == "fail" and rows["outputs/loss"]["status"] == "pass"
+    judged = rows(verdict)
+    assert judged["outputs/logits"]["status"] == "fail" and judged["outputs/loss"]["status"] == "pass"
+    assert judged["outputs/logits"]["value"] > judged["outputs/logits"]["bound"] > 0
 
 
 def test_judge_names_missing_unknown_and_not_checked(source_dir):
     g = gc.read_golden(source_dir / "golden/reference/model/e2b.f32.h5")
     candidate = {"outputs/logits": g.expected["outputs/logits"], "outputs/nonsense": torch.zeros(2)}
-    rows = {r["tensor"]: r for r in gc.judge(g, candidate).to_dict()["rows"]}
-    assert rows["outputs/loss"]["status"] == "fail" and "not in the candidate" in rows["outputs/loss"]["problem"]
-    assert rows["outputs/nonsense"]["status"] == "fail"
+    judged = rows(gc.judge(g, candidate))
+    assert judged["outputs/loss"]["status"] == "fail" and "not in the candidate" in judged["outputs/loss"]["detail"]
+    assert judged["outputs/nonsense"]["status"] == "fail"
     forward = gc.judge(g, {"outputs/logits": g.expected["outputs/logits"], "outputs/loss": g.expected["outputs/loss"]},
                        forward_only=True)
     assert forward.passed and forward.not_checked > 0
-    assert all(r["status"] == "not_checked" for r in forward.to_dict()["rows"] if r["tensor"].startswith("grads/"))
+    grads = [r for t, r in rows(forward).items() if t.startswith("grads/")]
+    assert grads and all(r["status"] == "not_supported" and r["detail"].startswith("not checked") for r in grads)
 
 
 def test_judge_matches_the_cli_on_transformers_outputs(source_dir, cli, tmp_path):
@@ -72,8 +81,9 @@ def test_judge_matches_the_cli_on_transformers_outputs(source_dir, cli, tmp_path
                               str(report)], capture_output=True, text=True)
         assert run.returncode == (0 if should_pass else 1), run.stderr
         from_file = gc.judge(golden, path)
-        assert json.loads(report.read_text())["rows"] == from_file.to_dict()["rows"]
-        assert [r["status"] for r in from_file.to_dict()["rows"]] == [r["status"] for r in verdict.to_dict()["rows"]]
+        (cli_run,) = json.loads(report.read_text())["runs"]
+        assert cli_run["results"] == list(rows(from_file).values())
+        assert [r["status"] for r in rows(from_file).values()] == [r["status"] for r in rows(verdict).values()]
 
 
 def test_verdict_writes_json_and_junit(source_dir, tmp_path):
@@ -81,6 +91,6 @@ def test_verdict_writes_json_and_junit(source_dir, tmp_path):
     verdict = gc.judge(g, expected_as_candidate(g))
     verdict.write_json(str(tmp_path / "v.json"))
     verdict.write_junit(str(tmp_path / "v.xml"))
-    assert json.loads((tmp_path / "v.json").read_text())["pass"] is True
+    assert json.loads((tmp_path / "v.json").read_text())["passed"] is True
     assert "<testsuite" in (tmp_path / "v.xml").read_text()
     assert "verdict" in verdict.table()

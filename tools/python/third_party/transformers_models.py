@@ -1,6 +1,6 @@
 """transformers' own Gemma-4 as models under test (``python -m gemma4_conform conform-model``).
 
-Each factory takes (config: dict, dtype: "f32"|"bf16"|"f16", device) and returns
+Each factory takes (config: dict, dtype: torch.dtype, device) and returns
 ``transformers.Gemma4ForCausalLM`` built from the config with random weights (the harness loads
 the golden's), in the installed transformers' version:
 
@@ -8,6 +8,8 @@ the golden's), in the installed transformers' version:
     python -m gemma4_conform conform-model --factory transformers_models:sdpa
     python -m gemma4_conform conform-model --factory transformers_models:liger      # Liger-Kernel's patch
     python -m gemma4_conform conform-model --factory transformers_models:axolotl_fused_attn  # axolotl's patch
+    python -m gemma4_conform conform-model --factory transformers_models:from_config   # _from_config(torch_dtype=)
+    python -m gemma4_conform conform-model --factory transformers_models:eager_dtype_name  # dtype: str ("f32")
 
 The MoE experts run transformers' eager loop (see _model). ``liger`` applies ``liger_kernel.transformers.apply_liger_kernel_to_gemma4_text(model=...)`` with
 its defaults (RMSNorm, GeGLU, fused linear cross-entropy; Liger's RoPE has no Gemma-4 path);
@@ -21,27 +23,49 @@ import torch
 from gemma4_conform.model_under_test import DTYPES, NotSupported
 
 
-def _model(config: dict, dtype: str, device: str, attn: str, experts: str = "eager") -> torch.nn.Module:
+def _text_config(config: dict, attn: str, experts: str = "eager"):
     import transformers
 
     # experts_implementation "eager": transformers' default grouped_mm needs 16-byte strides, which
     # the tiny goldens' bf16/f16 MoE experts lack ("strides should be multiple of 16 bytes"); the
     # released sizes have them. grouped_mm is judged in f32 by golden_check_transformers.
-    text = transformers.Gemma4TextConfig(**config, attn_implementation=attn, experts_implementation=experts)
+    return transformers.Gemma4TextConfig(**config, attn_implementation=attn, experts_implementation=experts)
+
+
+def _model(config: dict, dtype: torch.dtype, device: str, attn: str, experts: str = "eager") -> torch.nn.Module:
+    import transformers
+
     with torch.device(device):
-        model = transformers.Gemma4ForCausalLM(text)
-    return model.to(DTYPES[dtype])
+        model = transformers.Gemma4ForCausalLM(_text_config(config, attn, experts))
+    return model.to(dtype)
 
 
-def eager(config: dict, dtype: str, device: str) -> torch.nn.Module:
+def eager(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
     return _model(config, dtype, device, "eager")
 
 
-def sdpa(config: dict, dtype: str, device: str) -> torch.nn.Module:
+def sdpa(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
     return _model(config, dtype, device, "sdpa")
 
 
-def sdpa_grouped_mm(config: dict, dtype: str, device: str) -> torch.nn.Module:
+def from_config(config, dtype, device):
+    """Written the PyTorch way, no annotations: the dtype goes straight to transformers as
+    torch_dtype (with a dtype name, "f32", transformers would call getattr(torch, "f32") and fail)."""
+    import transformers
+
+    model = transformers.Gemma4ForCausalLM._from_config(_text_config(config, "sdpa"), torch_dtype=dtype)
+    return model.to(device)
+
+
+def eager_dtype_name(config: dict, dtype: str, device: str) -> torch.nn.Module:
+    """A factory of the first contract, its dtype parameter annotated str: it gets "f32", "bf16" or
+    "f16" (gemma4_conform.model_under_test.factory_dtype) and keeps working."""
+    if not isinstance(dtype, str):
+        raise TypeError(f"eager_dtype_name expects the dtype's name, got {dtype!r}")
+    return _model(config, DTYPES[dtype], device, "eager")
+
+
+def sdpa_grouped_mm(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
     """sdpa with transformers' default MoE experts (grouped_mm): for the released sizes (conform-model
     --distributed --geometry 26b-a4b), whose expert strides it needs; the eager loop over 128 experts
     is several times slower there."""
@@ -55,7 +79,7 @@ def _triton_device(device: str, what: str) -> None:
         raise NotSupported(f"{what} runs Triton kernels, which need a CUDA device (device {device})")
 
 
-def liger(config: dict, dtype: str, device: str) -> torch.nn.Module:
+def liger(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
     _triton_device(device, "Liger-Kernel's apply_liger_kernel_to_gemma4_text")
     from liger_kernel.transformers import apply_liger_kernel_to_gemma4_text
 
@@ -64,7 +88,7 @@ def liger(config: dict, dtype: str, device: str) -> torch.nn.Module:
     return model
 
 
-def axolotl_fused_attn(config: dict, dtype: str, device: str) -> torch.nn.Module:
+def axolotl_fused_attn(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
     _triton_device(device, "axolotl's patch_gemma4_fused_attn")
     from axolotl.monkeypatch.models.gemma4.fused_attn import patch_gemma4_fused_attn
 

@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# The GPU test stage: everything that checks correctness on CUDA. From any directory; results
+# (one table/log and JSON report per run, ctest's and pytest's JUnit XML, junit.xml and
+# summary.txt for the stage) under --out.
+#
+#   ci/gpu/test.sh [--only STEP,...] [--out DIR] [--time-limit S] [--max-files N] [--help]
+#   (the options: bash ci/gpu/common.sh --help; ci/gpu.sh runs this as its stage "test")
+#
+# Steps, in this order (each recorded run by run; a run's expected exit is 0 unless it says 1):
+#   build                 ci/build.sh against the host's CUDA LibTorch (build.log);
+#   ctest                 every CTest test, -j 8 (the CUDA variants run there instead of skipping),
+#                         then the evidence that they ran: test_reference's CUDA tests and the
+#                         recompute thread, test_golden's CUDA rule (worst errors);
+#   compare-transformers  one decoder layer of each released geometry against transformers at
+#                         S = 2048 (golden/generators/gpu_compare_transformers.sh; its own knobs
+#                         CASES, GEOMETRIES, SEQ); skipped without transformers;
+#   golden-verify         every committed golden (golden/reference, golden/transformers) verified on CUDA;
+#   golden-real           each real/* case ($REAL_CASES, default all of `golden list`): generated in
+#                         bf16 on CUDA, verified on CUDA, read from h5py (files under 2 GB), deleted;
+#   conform               the suite on CUDA: the reference in f32 and bf16, the example plugin
+#                         (--backend-lib), every faulty-* backend in the category of its bug (must fail:
+#                         1), memory flatness over 200 steps with the real-geometry E2B layer stack;
+#   cuda-backend          the fused backend: cuda and cuda-deterministic, every category, bf16 and
+#                         f16; the CUDA negative controls (op_sweep attention, attention-op
+#                         determinism: 1); skipped when the cuda backend is not built;
+#   decode                test_cuda_kv_cache (the cuda KvCacheOps against the reference's); the decode
+#                         category: cuda and cuda-deterministic (bf16, f16) and variant-paged-kv-cache
+#                         pass, two faulty decoding backends fail (1);
+#   python                python3 -m gemma4_conform conform --device cuda (PYTHONPATH=build/python):
+#                         python_backends:correct in f32, bf16, f16 (backward on autograd's device
+#                         thread, two models in two threads), python_backends:window_off_by_one (1);
+#   third-party           Liger-Kernel and axolotl as backends ($THIRD_PARTY: SPEC:DTYPES ...; wheels
+#                         from .whl/, installed --no-deps into /tmp/site); skipped when not importable;
+#   third-party-controls  the same kernels with Gemma 2/3's (1 + w) norm (1);
+#   model                 conform-model on transformers' Gemma4ForCausalLM ($MODELS: FACTORY:DTYPES ...,
+#                         default eager:f32,bf16 sdpa:bf16,f16 liger:bf16,f32), every check;
+#   model-tests           the historic environments (tools/python/third_party/historic_envs.sh, offline
+#                         from .whl/historic/ when there) and pytest with GEMMA4_TEST_DEVICE=cuda
+#                         ($TESTS, default test_conform_model.py and test_historic.py; $TESTS_TIMEOUT, 540 s);
+#   calibrate             gemma4-conform calibrate --device cuda in $DTYPES (default bf16,f16,f32; $JOBS
+#                         at a time, default 4): legitimate backends pass, faulty ones fail where they say;
+#   calibrate-cpu         calibrate on the host's CPU at every oneDNN ISA level it offers ($JOBS, default 8).
+# Optional steps (only with --only):
+#   cuda-ops              golden and op_sweep with one fused op at a time (GEMMA4_CUDA_OPS), to bisect;
+#   cuda-quick            one kernel iteration: the suite for both cuda backends in bf16 and f16
+#                         ($CONFORM_FILTER narrows it; RUN_TIMEOUT default 240), the attention kernels'
+#                         resource use (cuobjdump), attention at S = 8192 beside its peers (median of 3).
+# Exit 0 when every run passed or was skipped, 1 otherwise, 2 on a bad option.
+set -uo pipefail
+# shellcheck source=ci/gpu/common.sh
+source "$(dirname "$0")/common.sh" || exit 2
+STEPS_DEFAULT=(build ctest compare-transformers golden-verify golden-real conform cuda-backend decode python
+  third-party third-party-controls model model-tests calibrate calibrate-cpu)
+STEPS_OPTIONAL=(cuda-ops cuda-quick)
+stage_init test "$@"
+CLI=build/bin/gemma4-conform
+
+step build && gpu_build
+
+if step ctest; then
+  detail_re='tests passed|tests failed' run ctest 0 "$OUT/ctest.log" \
+    ctest --test-dir build --output-on-failure -j 8 --no-tests=error --output-junit "$OUT/ctest.junit.xml"
+  grep -E "tests passed|tests failed|\(Failed\)|\*\*\*" "$OUT/ctest.log" | tail -15
+  grep -c "_cuda .*Passed" "$OUT/ctest.log" | sed 's/^/CUDA transformers-case runs passed: /'
+  # Evidence that the CUDA variants ran rather than skipped (their verdicts are ctest's).
+  run cuda-tests-reference '*' "$OUT/cuda_tests.log" \
+    build/bin/test_reference --gtest_filter='*cuda*:*Cuda*:Checkpoint.RecomputeThread'
+  grep -E "recompute on|PASSED|FAILED|SKIPPED" "$OUT/cuda_tests.log" | tail -8
+  run cuda-tests-golden '*' "$OUT/cuda_rule.log" build/bin/test_golden --gtest_filter='*cuda*'
+  grep -E "worst error" "$OUT/cuda_rule.log"
+fi
+
+if step compare-transformers; then
+  if ! py_has transformers; then
+    skip_run compare-transformers "python3 cannot import transformers (5.17.0 wanted)"
+  else
+    # OUT= : the script's own tee into $OUT/gpu_compare.log would repeat this run's log.
+    detail_re='^== done' run compare-transformers 0 "$OUT/compare-transformers.txt" \
+      env OUT= CONFIGS=reference/configs golden/generators/gpu_compare_transformers.sh
+  fi
+fi
+
+if step golden-verify; then
+  detail_re='golden verify:' run golden-verify 0 "$OUT/verify_committed_cuda.log" \
+    $CLI golden verify --device cuda golden/reference/*/*.h5 golden/transformers/*/golden.*.h5
+  grep -E "^(PASS|FAIL)|golden verify:" "$OUT/verify_committed_cuda.log" | tail -3
+fi
+
+if step golden-real; then
+  dir=$(mktemp -d /tmp/gemma4_real_XXXXXX)
+  h5py=false
+  python3 -c 'import h5py, numpy' 2> /dev/null && h5py=true
+  cases=${REAL_CASES:-$($CLI golden list | grep '^real/')}
+  [ -n "$cases" ] || fail_run golden-real "no real/* case in 'gemma4-conform golden list'"
+  for name in $cases; do
+    base=${name//\//_} file=$dir/$name.bf16.h5
+    if ! run "$base-generate" 0 "$OUT/$base.generate.log" \
+      $CLI golden generate --case "$name" --dtype bf16 --device cuda --out "$dir"; then
+      tail -20 "$OUT/$base.generate.log"
+      continue
+    fi
+    detail_re='^(PASS|FAIL)' run "$base-verify" 0 "$OUT/$base.verify.log" $CLI golden verify --device cuda "$file"
+    $CLI golden show "$file" | sed -n '2,12p' | grep -E "generator|device|gpu_name|cuda_version|torch_version" |
+      tr -s ' ' | paste -sd';'
+    size=$(stat -c %s "$file" 2> /dev/null || echo 0)
+    echo "$name: $((size / 1000000)) MB"
+    # The h5py cross-read on the files under 2 GB (it reads every dataset into memory).
+    if [ "$size" -lt 2000000000 ] && $h5py; then
+      run "$base-h5py" 0 "$OUT/$base.h5py.log" python3 golden/generators/golden_h5py_check.py "$file" ||
+        tail -20 "$OUT/$base.h5py.log"
+    fi
+    rm -f "$file"
+  done
+  rm -rf "$dir"
+fi
+
+if step conform; then
+  conform_run reference-f32 0 --backend reference
+  conform_run reference-bf16 0 --backend reference --dtype bf16
+  conform_run example-plugin 0 --backend-lib build/lib/libgemma4_example_plugin.so
+  for pair in faulty-no-window:golden faulty-window-off-by-one:golden faulty-one-plus-w-norm:golden \
+    faulty-head-dim-256-kernel:golden faulty-checkpoint-closure:memory_flatness \
+    faulty-thread-local-kv:multithreaded_recompute faulty-process-wide-kv:multithreaded_recompute \
+    faulty-detached-recompute:multithreaded_recompute faulty-kv-key-mismatch:key_conventions \
+    faulty-norm-no-weight-grad:finite_grads faulty-nondeterministic-attention:determinism; do
+    conform_run "${pair%%:*}" 1 --backend "${pair%%:*}" --filter "^${pair##*:}/"
+  done
+  grep -h "recompute thread" "$OUT"/reference-f32.txt 2> /dev/null | head -4
+  grep -h "memory_flatness" "$OUT"/reference-f32.txt "$OUT"/reference-bf16.txt "$OUT"/faulty-checkpoint-closure.txt \
+    2> /dev/null | head -8
+fi
+
+# conform_both [ARGS...]: the suite (ARGS narrow it) for both cuda backends, in bf16 and fp16.
+conform_both() {
+  local backend dtype
+  for backend in cuda cuda-deterministic; do
+    for dtype in bf16 f16; do conform_run "$backend-$dtype" 0 --backend $backend --dtype $dtype "$@"; done
+  done
+}
+
+if step cuda-backend; then
+  if ! has_cuda_backend; then
+    skip_run cuda-backend "$NO_CUDA_BACKEND"
+  else
+    conform_both
+    conform_run faulty-window-off-by-one-sweep 1 --backend faulty-window-off-by-one --dtype bf16 --filter '^op_sweep/attention'
+    conform_run faulty-nondeterministic-op 1 --backend faulty-nondeterministic-attention --dtype f32 \
+      --filter '^determinism/attention_op'
+    grep -h "FAIL\|fail " "$OUT"/cuda-*.txt 2> /dev/null | head -20
+  fi
+fi
+
+if step cuda-ops; then  # one fused op at a time (GEMMA4_CUDA_OPS), on the golden and op_sweep checks
+  if ! has_cuda_backend; then
+    skip_run cuda-ops "$NO_CUDA_BACKEND"
+  else
+    for op in attention qk_norm_rope geglu; do
+      for dtype in bf16 f16; do
+        GEMMA4_CUDA_OPS=$op conform_run "only-$op-$dtype" 0 --backend cuda --dtype $dtype --filter '^(golden|op_sweep)/'
+      done
+    done
+  fi
+fi
+
+if step cuda-quick; then
+  if ! has_cuda_backend; then
+    skip_run cuda-quick "$NO_CUDA_BACKEND"
+  else
+    RUN_TIMEOUT=${RUN_TIMEOUT:-240} conform_both ${CONFORM_FILTER:+--filter "$CONFORM_FILTER"}
+    grep -h "FAIL\|fail " "$OUT"/cuda-*.txt 2> /dev/null | head -20
+    /usr/local/cuda/bin/cuobjdump -res-usage build/impl/cuda/libgemma4_cuda_kernels.a 2> /dev/null |
+      grep -A1 "hopper_\(forward\|backward\)_kernel" | grep -o "REG:[0-9]* STACK:[0-9]* SHARED:[0-9]*" | sort | uniq -c
+    RUN_TIMEOUT=${RUN_TIMEOUT:-240} bench_run quick-attention \
+      '^(ceiling/|(sliding_attention|global_attention|causal_attention_sliding_shape)/(cuda|cuda-deterministic|sdpa-cudnn|sdpa-efficient)/cuda/31b/8192/bf16/)' \
+      --benchmark_min_time=0.2s --benchmark_repetitions=3
+    python3 bench/summarize.py "$OUT/quick-attention.json"
+  fi
+fi
+
+if step decode; then  # the cuda KV cache, then the decode category on CUDA
+  if ! has_cuda_backend || [ ! -x build/bin/test_cuda_kv_cache ]; then
+    skip_run test_cuda_kv_cache "$NO_CUDA_BACKEND"
+  else
+    detail_re='^\[  (PASSED|FAILED) ' run test_cuda_kv_cache 0 "$OUT/test_cuda_kv_cache.txt" build/bin/test_cuda_kv_cache
+    grep -E "^\[  FAILED|OUT$|Failure" "$OUT/test_cuda_kv_cache.txt" | head -20
+    for backend in cuda cuda-deterministic; do
+      for dtype in bf16 f16; do conform_run "decode-$backend-$dtype" 0 --backend $backend --dtype $dtype --filter '^decode/'; done
+    done
+  fi
+  conform_run decode-variant-paged-kv-cache-bf16 0 --backend variant-paged-kv-cache --dtype bf16 --filter '^decode/'
+  for bug in sliding-window-plus-one kv-shared-own-step; do
+    conform_run "decode-faulty-$bug-bf16" 1 --backend "faulty-decode-$bug" --dtype bf16 --filter '^decode/'
+  done
+  grep -h "FAIL" "$OUT"/decode-cuda*.txt 2> /dev/null | head -20
+fi
+
+if step python && python_env; then
+  for dtype in f32 bf16 f16; do
+    py_run "python-all-ops-$dtype" 0 conform --backend python_backends:correct --dtype "$dtype" --verbose
+  done
+  grep -h "multithreaded_recompute" "$OUT"/python-all-ops-bf16.txt 2> /dev/null | head -6
+  py_run python-window-off-by-one 1 conform --backend python_backends:window_off_by_one --filter '^(golden|op_sweep)/'
+fi
+
+# The packages a third-party backend module imports.
+third_party_needs() {
+  case $1 in
+    liger_backend) echo liger_kernel ;;
+    axolotl_backend) echo "liger_kernel axolotl" ;;
+  esac
+}
+
+# The third-party backends, each SPEC:DTYPES (tools/python/third_party/README.md).
+if step third-party && python_env; then
+  for spec_dtypes in ${THIRD_PARTY:-liger_backend:backend:bf16,f32,f16 liger_backend:backend_raw_geglu:bf16 \
+    liger_backend:backend_noscale_kernel:bf16 axolotl_backend:backend:bf16,f32,f16}; do
+    spec=${spec_dtypes%:*} dtypes=${spec_dtypes##*:}
+    # shellcheck disable=SC2046
+    if ! py_has $(third_party_needs "${spec%%:*}"); then
+      skip_run "${spec/:/-}" "cannot import $(third_party_needs "${spec%%:*}") (carry the wheels in .whl/: tools/python/third_party/README.md)"
+      continue
+    fi
+    for dtype in ${dtypes//,/ }; do
+      py_run "${spec/:/-}-$dtype" 0 conform --backend "$spec" --dtype "$dtype" --verbose
+    done
+  done
+fi
+
+# Their negative controls: the same kernels given Gemma 2/3's (1 + w) norm, which the suite must fail
+# (proof that it judges the packages' kernels, not a fallback).
+if step third-party-controls && python_env; then
+  for spec in liger_backend:backend_gemma3_offset axolotl_backend:backend_unit_offset; do
+    # shellcheck disable=SC2046
+    if ! py_has $(third_party_needs "${spec%%:*}"); then
+      skip_run "${spec/:/-}-bf16" "cannot import $(third_party_needs "${spec%%:*}")"
+      continue
+    fi
+    py_run "${spec/:/-}-bf16" 1 conform --backend "$spec" --dtype bf16 --filter '^(golden|op_sweep)/'
+  done
+fi
+
+if step model && python_env; then
+  for run_spec in ${MODELS:-eager:f32,bf16 sdpa:bf16,f16 liger:bf16,f32}; do
+    factory=${run_spec%:*} dtypes=${run_spec##*:}
+    for dtype in ${dtypes//,/ }; do
+      if ! py_has transformers; then
+        skip_run "transformers-$factory-$dtype" "python3 cannot import transformers"
+      elif [ "$factory" = liger ] && ! py_has liger_kernel; then
+        skip_run "transformers-$factory-$dtype" "cannot import liger_kernel (carry its wheel in .whl/)"
+      else
+        py_run "transformers-$factory-$dtype" 0 conform-model --factory "transformers_models:$factory" --dtype "$dtype" --verbose
+      fi
+    done
+  done
+fi
+
+if step model-tests && python_env; then
+  wheels=()
+  [ -d .whl/historic ] && wheels=(HISTORIC_WHEELS=.whl/historic)
+  run historic-envs 0 "$OUT/historic_envs.log" \
+    env PYTHON=python3 "${wheels[@]}" tools/python/third_party/historic_envs.sh /tmp/historic ||
+    tail -5 "$OUT/historic_envs.log"
+  # shellcheck disable=SC2086
+  RUN_TIMEOUT=${TESTS_TIMEOUT:-540} run pytest-cuda 0 "$OUT/pytest.log" \
+    env GEMMA4_TEST_DEVICE=cuda GEMMA4_HISTORIC_DIR=/tmp/historic OMP_NUM_THREADS=4 \
+    python3 -m pytest -s -rA -p no:cacheprovider -p no:gemma4_conform --junitxml="$OUT/pytest.junit.xml" \
+    ${TESTS:-tools/python/tests/test_conform_model.py tools/python/tests/test_historic.py}
+  grep -E "^(PASSED|FAILED|SKIPPED|ERROR) " "$OUT/pytest.log"
+fi
+
+# calibrate_run RUN ARGS...: one calibrate run; its console in $OUT/RUN.txt (the verdict lines shown),
+# its JSON in $OUT/RUN.json, every run's conform report in $OUT/RUN-reports.tgz.
+calibrate_run() {
+  local name=$1 work=/tmp/$1
+  shift
+  rm -rf "$work"
+  run "$name" 0 "$OUT/$name.txt" $CLI calibrate --work-dir "$work" --report "$OUT/$name.json" "$@"
+  tar czf "$OUT/$name-reports.tgz" -C "$work" . 2> /dev/null
+  grep -E "WRONG|^  (f32|bf16|f16) |^PASS|^FAIL" "$OUT/$name.txt" | tail -40
+}
+
+if step calibrate; then
+  calibrate_run "calibrate-cuda-$(gpu_key)" --device cuda --dtype "${DTYPES:-bf16,f16,f32}" --jobs "${JOBS:-4}"
+fi
+
+if step calibrate-cpu; then
+  lscpu | grep -E "Model name|Flags" | cut -c1-300 > "$OUT/cpu-model.txt"
+  calibrate_run calibrate-cpu --isa auto --jobs "${JOBS:-8}"
+fi
+
+stage_finish

@@ -1,0 +1,104 @@
+#pragma once
+// The one report of the project: every command that judges something (conform, calibrate, golden
+// verify/check, memory report, the Python package's conform-model and --distributed) gives its
+// verdicts as rows of this schema, grouped in runs, and writes them through this module: the table
+// on the terminal, JSON, and JUnit XML. Python reaches it through gemma4_conform._core.
+//
+//   Report  = the command's output: a tool name and its runs
+//   Run     = one subject (a backend, a model, a golden file, a points file) judged on one device in
+//             one dtype, or a run that did not complete (`error`: a crash, a timeout)
+//   Result  = one row: a test (the unit JUnit counts, "golden/op/rms_norm-scale"), the case measured
+//             inside it, a status, a metric with its value and bound, the baseline's error where
+//             there is one (both errors print before the verdict), and a detail.
+#include <nlohmann/json.hpp>
+
+#include <limits>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "impl/category.h"
+
+namespace gemma4::conformance {
+
+using impl::Category;
+
+enum class Status { kPass, kFail, kNotSupported };
+const char* status_name(Status status);  // "pass", "fail", "not_supported"
+std::optional<Status> parse_status(const std::string& name);
+
+// The suite's categories by name (conformance/categories.cpp holds the one table).
+const char* category_name(Category category);
+std::optional<Category> parse_category(const std::string& name);
+
+struct Result {
+  std::string test;                 // "golden/op/rms_norm-scale": what JUnit counts as a test case
+  std::optional<Category> category; // the suite's category; none for rows outside it (a memory point)
+  std::string case_name;            // what was measured inside the test ("outputs/y", a parameter name)
+  Status status = Status::kPass;
+  std::string metric;               // what the value is ("max_abs", "rms", "slope_bytes_per_step", "error")
+  double value = 0;
+  double bound = 0;
+  // The baseline family's error in the same metric (bf16/f16), so that every row shows both errors,
+  // the candidate's and the baseline's. NaN when there is none.
+  double baseline = std::numeric_limits<double>::quiet_NaN();
+  std::string detail;               // cosine/NMSE, an error message, or why not supported
+  // How close the value came to its bound: value / bound (infinity past a zero bound, or for NaN).
+  double ratio() const;
+};
+
+struct Run {
+  std::string subject;  // the backend, model or file judged
+  std::string device;   // "cpu", "cuda", ... ("" where it does not apply)
+  std::string dtype;    // "f32", "bf16", "f16" ("" where it does not apply)
+  std::vector<Result> results;
+  std::string error;    // set when the run did not complete (crash, timeout, no report): why
+  double seconds = 0;
+  // Derived from the rows: a test fails when any of its rows fails; a run that did not complete fails.
+  int tests() const;
+  int failed_tests() const;
+  bool passed() const { return error.empty() && failed_tests() == 0 && tests() > 0; }
+  bool failed_in(Category category) const;  // any failing row of that category
+  std::string label() const;                // "subject, device, dtype" without the empty parts
+};
+
+struct Report {
+  std::string tool;  // "conform", "calibrate", "golden verify", "conform-model", ...
+  std::vector<Run> runs;
+  bool passed() const;  // every run passed
+};
+
+// ---- the table -------------------------------------------------------------------------------
+// One row as the terminal shows it: test, case, metric=value, baseline=..., bound=..., verdict and
+// detail (ggml's test-backend-ops columns; both errors before the verdict, as FlashAttention's tests).
+void print_row(std::ostream& out, const Result& row);
+// A run's rows: the failing ones, or all (`all_rows`).
+void print_rows(std::ostream& out, const Run& run, bool all_rows);
+// Per category (rows without one under "other"): pass / fail / not supported, then PASS or FAIL.
+void print_summary(std::ostream& out, const Run& run);
+// Several runs side by side: one line per run, a column per category: "ok", "FAIL n" (failing
+// tests), "n/s" (everything not supported), "-" (not run), then the run's verdict.
+void print_matrix(std::ostream& out, const Report& report);
+
+// ---- JSON and JUnit --------------------------------------------------------------------------
+// A row: {"test", "category" (name or null), "case", "status", "metric", "value" (null for NaN),
+// "bound", "baseline" (only where there is one), "detail"}.
+nlohmann::json to_json(const Result& row);
+Result result_from_json(const nlohmann::json& j);  // throws gemma4::Error naming the missing or bad field
+// A run: {"subject", "device", "dtype", "tests", "failed_tests", "passed", "seconds", "error"?, "results"}.
+nlohmann::json to_json(const Run& run);
+Run run_from_json(const nlohmann::json& j);
+// A report: {"tool", "passed", "runs"}.
+nlohmann::json to_json(const Report& report);
+Report report_from_json(const nlohmann::json& j);
+// Reads a report file; throws gemma4::Error naming the file and the field when it is not one.
+Report read_report(const std::string& path);
+void write_json(const std::string& path, const nlohmann::json& j);  // throws naming `path`
+
+// The one JUnit writer: a <testsuite> per run (named by its label), a <testcase> per test
+// (classname "<tool>.<category>"), failing rows as one <failure> whose message lists them, a test
+// whose rows are all "not supported" as <skipped>, a run that did not complete as one failed case.
+void write_junit(const std::string& path, const Report& report);
+
+}  // namespace gemma4::conformance
