@@ -7,6 +7,7 @@
 #include <regex>
 #include <sstream>
 
+#include "conformance/suite.h"
 #include "reference/error.h"
 #include "reference/files.h"
 
@@ -97,12 +98,7 @@ std::vector<IsaLevel> parse_isa_levels(const std::string& list) {
 }
 
 std::vector<Subject> builtin_subjects(const std::string& filter_text) {
-  std::regex filter;
-  try {
-    filter = std::regex(filter_text.empty() ? ".*" : filter_text);
-  } catch (const std::regex_error& e) {
-    throw Error("--backends '" + filter_text + "' is not a regular expression: " + e.what());
-  }
+  const std::regex filter = option_regex("backends", filter_text);
   std::vector<Subject> out;
   for (const impl::Backend& b : impl::builtin_backends()) {
     if (!is_legitimate(b) && b.kind != impl::BackendKind::kFaulty) continue;

@@ -86,7 +86,9 @@ std::optional<Status> parse_status(const std::string& name) {
 
 double Result::ratio() const {
   if (std::isnan(value)) return std::numeric_limits<double>::infinity();
-  return bound > 0 ? value / bound : (value > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+  if (bound > 0) return value / bound;
+  // A count or a bitwise comparison (bound 0, or no measurement): the verdict decides.
+  return status == Status::kPass ? 0.0 : std::numeric_limits<double>::infinity();
 }
 
 int Run::tests() const { return static_cast<int>(by_test(*this).size()) + (error.empty() ? 0 : 1); }

@@ -44,7 +44,8 @@ struct Result {
   // the candidate's and the baseline's. NaN when there is none.
   double baseline = std::numeric_limits<double>::quiet_NaN();
   std::string detail;               // cosine/NMSE, an error message, or why not supported
-  // How close the value came to its bound: value / bound (infinity past a zero bound, or for NaN).
+  // How close the value came to its bound: value / bound; without a positive bound (a count, a
+  // bitwise comparison) 0 when it passed and infinity when it failed; infinity for NaN.
   double ratio() const;
 };
 

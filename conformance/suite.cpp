@@ -65,13 +65,16 @@ Result verdict_result(const std::string& case_name, const golden::Verdict& v) {
   return r;
 }
 
-std::vector<Check> select_checks(const SuiteOptions& options, const std::string& filter_text) {
-  std::regex filter;
+std::regex option_regex(const std::string& option, const std::string& text) {
   try {
-    filter = std::regex(filter_text.empty() ? ".*" : filter_text);
+    return std::regex(text.empty() ? ".*" : text);
   } catch (const std::regex_error& e) {
-    throw Error("--filter '" + filter_text + "' is not a regular expression: " + e.what());
+    throw Error("--" + option + " '" + text + "' is not a regular expression: " + e.what());
   }
+}
+
+std::vector<Check> select_checks(const SuiteOptions& options, const std::string& filter_text) {
+  const std::regex filter = option_regex("filter", filter_text);
   std::vector<Check> out;
   for (const CategoryInfo& category : categories()) {
     for (Check& c : category.checks(options)) {

@@ -5,6 +5,7 @@
 // check's exception or a check that records nothing becomes a failing row, never a crash of the
 // runner. (GoogleTest stays for the unit tests; it no longer drives the suite.)
 #include <ostream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ struct RunOptions {
   bool progress = false;         // a "[i/N] check" line on stderr, rewritten in place (for a terminal)
   std::ostream* out = nullptr;   // where rows print as they are recorded; null: nowhere
 };
+
+// The regex an option gives (empty: everything). Throws gemma4::Error naming --option when it is not one.
+std::regex option_regex(const std::string& option, const std::string& text);
 
 // The checks of the table whose "<category>/<name>" matches `filter`. Throws gemma4::Error when the
 // filter is not a regular expression or matches nothing.
