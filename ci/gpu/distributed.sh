@@ -107,7 +107,7 @@ import json, sys
 for path in sys.argv[1:]:
     report = json.load(open(path))
     name = path.rsplit("/", 1)[-1][:-5]
-    for r in report["results"]:
+    for r in report["runs"][0]["results"]:
         check = r["test"].split("/")[1]
         if check == "memory-flatness" or "loss" in r["case"] or "(worst of" in r["case"] or r["status"] != "pass":
             base = f" single {r['baseline']:.3e}" if r.get("baseline") is not None else ""

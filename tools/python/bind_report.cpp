@@ -131,7 +131,7 @@ void bind_report(py::module_& m) {
           "baseline", [](const Result& r) { return std::isnan(r.baseline) ? py::object(py::none()) : py::float_(r.baseline); },
           [](Result& r, const py::object& value) { r.baseline = baseline_from(value); })
       .def_readwrite("detail", &Result::detail)
-      .def("ratio", &Result::ratio, "value / bound (infinity past a zero bound, or for NaN)")
+      .def("ratio", &Result::ratio, "how close the value came to its bound (conformance/report.h, Result::ratio)")
       .def("to_dict", [](const Result& r) { return python_from_json(conformance::to_json(r)); },
            "the row as the JSON report has it")
       .def_static(

@@ -74,8 +74,8 @@ def target_torch():
     code = inspect.getsource(_probe) + "\nr = _probe()\nprint('none' if r is None else f'{r[0]}\\n{r[1]}')\n"
     run = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True)
     if run.returncode != 0:
-        raise RuntimeError(f"gemma4-conform: cannot ask {sys.executable} for its torch: "
-                           f"{(run.stderr.strip().splitlines() or ['(no output)'])[-1]}")
+        raise SystemExit(f"gemma4-conform: cannot ask {sys.executable} for its torch: "
+                         f"{(run.stderr.strip().splitlines() or ['(no output)'])[-1]}")
     lines = run.stdout.splitlines()
     return None if lines[0] == "none" else (lines[0], lines[1])
 
@@ -89,7 +89,7 @@ def _supported(version: str, spec: str) -> bool:
 def _require_supported(torch) -> None:
     spec, _ = _settings()
     if torch is not None and not _supported(torch[0], spec):
-        raise RuntimeError(
+        raise SystemExit(  # one message, no traceback: pip prints it and stops
             f"gemma4-conform supports torch{spec}, and the target environment ({sys.prefix}) has torch "
             f"{torch[0]}: installing would replace it. Install a supported torch first, or build against "
             f"this one at your own risk: pip install --no-build-isolation --no-deps .")
@@ -107,7 +107,7 @@ def _with_torch(config_settings):
     if torch is None:
         torch, where = _probe(), "the build environment"  # this process's sys.path: the build environment
         if torch is None:
-            raise RuntimeError("gemma4-conform: no torch in the target or the build environment")
+            raise SystemExit("gemma4-conform: no torch in the target or the build environment")
     torch_dir = Path(torch[1]) / "share" / "cmake" / "Torch"
     print(f"gemma4-conform: building against torch {torch[0]} of {where} ({torch_dir})", file=sys.stderr)
     settings["cmake.define.Torch_DIR"] = str(torch_dir)

@@ -149,7 +149,8 @@ def judge(golden: Union[str, os.PathLike, Golden], candidate: Union[str, os.Path
 
     `candidate`: an HDF5 candidate file, or a dict named as the golden's expected/ ("outputs/logits",
     "outputs/loss", "grads/<weight>"). Returns the verdict: .passed, .failures, .not_checked, .table(),
-    .to_dict() (rows with both errors and the bounds), .write_json(path), .write_junit(path)."""
+    .to_dict() (the report's JSON, conformance/report.h: one run, a row per dataset named by its test,
+    with both errors and the bound), .write_json(path), .write_junit(path)."""
     golden_path = "<Golden>" if isinstance(golden, Golden) else os.fspath(golden)
     g = golden if isinstance(golden, Golden) else read_golden(golden_path)
     if isinstance(candidate, Mapping):
