@@ -2,7 +2,7 @@
 controls of model_controls.py (each must fail exactly the check that guards it) and on factories
 that break the contract (the harness reports them and never crashes).
 
-GEMMA4_TEST_DEVICE=cuda runs the same tests on CUDA (ci/gpu_model.sh); the default is the CPU.
+GEMMA4_TEST_DEVICE=cuda runs the same tests on CUDA (ci/gpu/test.sh --only model-tests); the default is the CPU.
 """
 from __future__ import annotations
 
