@@ -1,5 +1,7 @@
 #include "tools/cli/args.h"
 
+#include <sstream>
+
 #include <iostream>
 
 namespace gemma4::cli {
@@ -54,6 +56,15 @@ bool Args::parse(const std::string& command, const std::string& summary, const s
 std::string Args::get(const std::string& name, const std::string& fallback) const {
   auto it = values_.find(name);
   return it == values_.end() ? fallback : it->second;
+}
+
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> out;
+  std::istringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
 }
 
 }  // namespace gemma4::cli

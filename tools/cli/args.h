@@ -35,4 +35,7 @@ class Args {
 
 std::string help_text(const std::string& command, const std::string& summary, const std::vector<Option>& options);
 
+// An option's comma-separated list ("a,b,,c" -> a, b, c): the empty items dropped.
+std::vector<std::string> split_commas(const std::string& list);
+
 }  // namespace gemma4::cli

@@ -102,11 +102,7 @@ int calibrate_command(const std::vector<std::string>& argv) {
   std::vector<Subject> subjects = builtin_subjects(args.get("backends"));
   static std::vector<impl::Backend> plugins;  // the subjects point into it for the whole run
   {
-    std::istringstream in(args.get("backend-lib"));
-    std::vector<std::string> paths;
-    for (std::string path; std::getline(in, path, ',');) {
-      if (!path.empty()) paths.push_back(path);
-    }
+    const std::vector<std::string> paths = split_commas(args.get("backend-lib"));
     plugins.reserve(paths.size());
     for (const std::string& path : paths) {
       plugins.push_back(impl::load_plugin(path));

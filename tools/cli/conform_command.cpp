@@ -31,15 +31,6 @@ struct Subject {
   std::vector<std::string> select;
 };
 
-std::vector<std::string> split(const std::string& list) {
-  std::vector<std::string> out;
-  std::istringstream in(list);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 // --backend NAME (exact), all (every in-tree backend) or REGEX (every in-tree backend it matches).
 std::vector<Subject> in_tree_subjects(const std::string& spec) {
   std::vector<Subject> out;
@@ -112,11 +103,11 @@ int conform_command(const std::vector<std::string>& argv, const impl::Backend* g
   std::vector<Subject> subjects;
   if (given) subjects.push_back({*given, {}});
   if (!given && args.has("backend")) subjects = in_tree_subjects(args.get("backend"));
-  for (const std::string& path : split(args.get("backend-lib"))) subjects.push_back({impl::load_plugin(path), {"--backend-lib", path}});
+  for (const std::string& path : split_commas(args.get("backend-lib"))) subjects.push_back({impl::load_plugin(path), {"--backend-lib", path}});
   std::vector<torch::Device> devices;
-  for (const std::string& d : split(args.get("device", "cpu"))) devices.push_back(parse_device(d));
+  for (const std::string& d : split_commas(args.get("device", "cpu"))) devices.push_back(parse_device(d));
   std::vector<torch::ScalarType> dtypes;
-  for (const std::string& d : split(args.get("dtype", "f32"))) dtypes.push_back(parse_dtype(d));
+  for (const std::string& d : split_commas(args.get("dtype", "f32"))) dtypes.push_back(parse_dtype(d));
   if (devices.empty() || dtypes.empty()) throw UsageError{"--device and --dtype need at least one value"};
   conformance::SuiteOptions base;
   try {

@@ -66,15 +66,6 @@ int list_command(const std::vector<std::string>& argv) {
 }
 
 // ---------------------------------------------------------------------------------------------
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 int generate_command(const std::vector<std::string>& argv) {
   const std::vector<Option> options = {
       {"case", "NAME[,NAME...]", "case(s) from `golden list`"},
