@@ -80,7 +80,7 @@ finish() {  # the summary, the merged reports, the packing; exit
     echo "== GPU CI summary ($gpu, $(($(now) - t0)) s; results in $OUT)"
     printf '%s\n' "${lines[@]}"
   } | tee "$OUT/summary.txt"
-  python3 ci/gpu/results.py merge "$OUT" "${ran[@]}" "${not_run[@]}"
+  PYTHONPATH=build/python${PYTHONPATH:+:$PYTHONPATH} python3 ci/gpu/results.py merge "$OUT" "${ran[@]}" "${not_run[@]}"
   [ -n "$max_files" ] && pack_results "$OUT" "$max_files"
   rm -f "$OUT/.keep-files"
   exit "$code"

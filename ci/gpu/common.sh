@@ -5,7 +5,8 @@
 # A stage is a list of steps; a step launches runs (one command each: a build, a conform, a
 # benchmark...). Every run is recorded in $OUT/results.tsv with its verdict against its expected
 # exit code (pass, fail, skipped: a backend or package is absent, not-run: the time limit or the
-# build), and ci/gpu/results.py turns those into $OUT/junit.xml, summary.json and summary.txt.
+# build), and ci/gpu/results.py turns those into $OUT/junit.xml (through the report module),
+# summary.json and summary.txt.
 #
 # The stages' common options:
 #   --out DIR          results (logs, JSON, JUnit) here; default $OUT, else /tmp/gpu-ci/<stage>
@@ -358,7 +359,7 @@ python_env() {
     python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl > "$OUT/python-env.log" 2>&1 ||
       { fail_run python-env "pip install of .whl/*.whl into /tmp/site failed" "$OUT/python-env.log"; return 1; }
   fi
-  export PYTHONPATH=build/python:tools/python/tests:tools/python/third_party:/tmp/site
+  export PYTHONPATH=build/python:tools/python/tests:impl/python:impl/third_party:/tmp/site
   PYTHON_ENV_READY=1
 }
 
@@ -411,7 +412,7 @@ pack_results() {
 # the packing (--max-files), and exit: 0 when every run passed or was skipped, else 1.
 stage_finish() {
   local code
-  python3 ci/gpu/results.py stage "$OUT" "$STAGE_NAME" $(($(now) - STAGE_T0))
+  PYTHONPATH=build/python${PYTHONPATH:+:$PYTHONPATH} python3 ci/gpu/results.py stage "$OUT" "$STAGE_NAME" $(($(now) - STAGE_T0))
   code=$?
   if [ "$GPU_CI_ROOT" = "$OUT" ]; then
     [ -n "$MAX_FILES" ] && pack_results "$OUT" "$MAX_FILES"

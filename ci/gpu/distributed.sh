@@ -22,7 +22,7 @@
 #                single-device run holds 5.4B (4.3B) parameters and their gradients, 43 (34) GB, plus
 #                one sequence's fp32 activations, of which the logits alone take 4 GB a copy at 4096:
 #                no margin left on an 80 GB card. Memory flatness runs at $DIST_SEQ;
-#     e2b-closure-control  the closure-capture control (tools/python/tests/model_controls.py) on E2B,
+#     e2b-closure-control  the closure-capture control (impl/python/model_controls.py) on E2B,
 #                memory-flatness only: must fail on every rank;
 #     e2b-mixed-precision  fsdp2-mixed-precision (fp32 master weights, fp32 reduction), equality only: must pass;
 #     e2b-f32, 26b-a4b-f32, 31b-f32  equality only, in fp32 (the strict rule: max-abs <= 1e-4 x max,

@@ -6,18 +6,22 @@
                                                summary, also printed); exit 0 when the stage passed
                                                or was skipped, 1 when a run failed or was not run
     ci/gpu/results.py merge OUT STAGE... [--not-run STAGE=REASON]...
-                                               OUT/STAGE/{junit.xml,summary.json} -> OUT/junit.xml (one
-                                               testsuite per stage; a stage that did not start: one
-                                               error testcase) and OUT/summary.json
+                                               OUT/STAGE/summary.json -> OUT/junit.xml (one testsuite
+                                               per stage; a stage that did not start: a failing one
+                                               with why) and OUT/summary.json
 
 results.tsv: one run a line, tab-separated: step, run, verdict (pass, fail, skipped, not-run),
-exit code, expected exit code, seconds, detail, log (relative to DIR). Standard library only.
+exit code, expected exit code, seconds, detail, log (relative to DIR).
+
+JUnit goes through the project's one report module (conformance/report.h, gemma4_conform._core):
+a stage is a run of the report, each GPU run a row (skipped: not supported; not run: a failure).
+Where the Python module was not built (the build failed), no junit.xml is written and the summary
+says so; the stage's exit status still tells.
 """
 import argparse
 import json
 import os
 import sys
-import xml.etree.ElementTree as ET
 
 FIELDS = ("step", "run", "verdict", "exit", "expected", "seconds", "detail", "log")
 
@@ -33,19 +37,6 @@ def read_runs(directory):
                     parts += [""] * (len(FIELDS) - len(parts))
                 runs.append(dict(zip(FIELDS, parts[: len(FIELDS)])))
     return runs
-
-
-def log_tail(directory, log, lines=60):
-    if not log:
-        return ""
-    path = os.path.join(directory, log)
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.readlines()[-lines:]
-    except OSError:
-        return ""
-    # XML 1.0 cannot hold most control characters (a progress bar's \r is fine, \x1b is not).
-    return "".join(ch for ch in "".join(text) if ch in "\t\n\r" or ch >= " ")
 
 
 def seconds(value):
@@ -88,34 +79,40 @@ def stage_verdict(name, runs, elapsed):
     return verdict, counts, line
 
 
-def junit_suite(name, directory, runs, elapsed):
-    counts = {v: sum(r["verdict"] == v for r in runs) for v in ("fail", "skipped", "not-run")}
-    suite = ET.Element("testsuite", name=f"gpu-{name}", tests=str(len(runs)), failures=str(counts["fail"]),
-                       errors=str(counts["not-run"]), skipped=str(counts["skipped"]), time=str(elapsed))
+def stage_run(name, runs, elapsed, error=""):
+    """One stage as a run of the project's report (conformance/report.h): a row per GPU run."""
+    status = {"pass": "pass", "fail": "fail", "skipped": "not_supported", "not-run": "fail"}
+    rows = []
     for r in runs:
-        case = ET.SubElement(suite, "testcase", classname=f"gpu.{name}.{r['step']}", name=r["run"],
-                             time=f"{seconds(r['seconds']):.0f}")
-        message = f"exit {r['exit']} (expected {r['expected']}): {r['detail']}"
-        if r["verdict"] == "fail":
-            ET.SubElement(case, "failure", message=message).text = log_tail(directory, r["log"])
+        detail = f"exit {r['exit']} (expected {r['expected']}): {r['detail']}"
+        if r["verdict"] == "not-run":
+            detail = f"not run: {r['detail']}"
         elif r["verdict"] == "skipped":
-            ET.SubElement(case, "skipped", message=f"skipped: {r['detail']}")
-        elif r["verdict"] == "not-run":  # an error: the stage did not complete
-            ET.SubElement(case, "error", message=f"not run: {r['detail']}")
+            detail = r["detail"]
         if r["log"]:
-            ET.SubElement(case, "system-out").text = f"log: {r['log']}"
-    return suite
+            detail += f" (log: {r['log']})"
+        rows.append({"test": f"{r['step']}/{r['run']}", "case": "", "status": status.get(r["verdict"], "fail"),
+                     "metric": "exit", "value": seconds(r["exit"]), "bound": seconds(r["expected"]),
+                     "detail": detail})
+    return {"subject": f"gpu-{name}", "device": "", "dtype": "", "seconds": elapsed, "error": error,
+            "results": rows}
 
 
-def write_xml(root, path):
-    ET.indent(root)
-    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+def write_junit(runs, path):
+    """JUnit XML through the report module; False where the Python module is not built."""
+    try:
+        from gemma4_conform import _core
+    except ImportError as e:
+        print(f"no {path}: gemma4_conform._core cannot be imported ({e}); was the build run?", file=sys.stderr)
+        return False
+    _core.write_junit({"tool": "gpu-ci", "runs": runs}, path)
+    return True
 
 
 def stage(args):
     runs = read_runs(args.dir)
     verdict, counts, line = stage_verdict(args.name, runs, args.seconds)
-    write_xml(junit_suite(args.name, args.dir, runs, args.seconds), os.path.join(args.dir, "junit.xml"))
+    write_junit([stage_run(args.name, runs, args.seconds)], os.path.join(args.dir, "junit.xml"))
     with open(os.path.join(args.dir, "summary.json"), "w") as f:
         json.dump({"stage": args.name, "verdict": verdict, "seconds": args.seconds, "counts": counts,
                    "summary": line, "runs": runs}, f, indent=1)
@@ -129,27 +126,22 @@ def stage(args):
 
 
 def merge(args):
-    suites = ET.Element("testsuites", name="gpu-ci")
+    runs = []
     summary = {"stages": []}
     for item in args.not_run:  # STAGE=REASON: a stage that did not start
         name, _, reason = item.partition("=")
-        suite = ET.SubElement(suites, "testsuite", name=f"gpu-{name}", tests="1", failures="0", errors="1",
-                              skipped="0", time="0")
-        case = ET.SubElement(suite, "testcase", classname=f"gpu.{name}", name=name, time="0")
-        ET.SubElement(case, "error", message=f"not run: {reason}")
+        runs.append(stage_run(name, [], 0, error=f"not run: {reason}"))
         summary["stages"].append({"stage": name, "verdict": "NOT RUN", "summary": f"{name}: not run: {reason}"})
     for name in args.stages:
-        directory = os.path.join(args.out, name)
-        junit = os.path.join(directory, "junit.xml")
-        if os.path.exists(junit):
-            suites.append(ET.parse(junit).getroot())
-        path = os.path.join(directory, "summary.json")
-        if os.path.exists(path):
-            with open(path) as f:
-                entry = json.load(f)
-            entry.pop("runs", None)
-            summary["stages"].append(entry)
-    write_xml(suites, os.path.join(args.out, "junit.xml"))
+        path = os.path.join(args.out, name, "summary.json")
+        if not os.path.exists(path):
+            runs.append(stage_run(name, [], 0, error="no summary.json: the stage did not finish"))
+            continue
+        with open(path) as f:
+            entry = json.load(f)
+        runs.append(stage_run(name, entry.pop("runs", []), entry.get("seconds", 0)))
+        summary["stages"].append(entry)
+    write_junit(runs, os.path.join(args.out, "junit.xml"))
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     return 0
@@ -163,7 +155,7 @@ def main():
     p.add_argument("name")
     p.add_argument("seconds", type=int)
     p.set_defaults(func=stage)
-    p = commands.add_parser("merge", help="the stages' junit.xml and summary.json into OUT's")
+    p = commands.add_parser("merge", help="the stages' summary.json into OUT's junit.xml and summary.json")
     p.add_argument("out")
     p.add_argument("stages", nargs="*")
     p.add_argument("--not-run", action="append", default=[], metavar="STAGE=REASON",

@@ -34,7 +34,7 @@
 #   third-party-controls  the same kernels with Gemma 2/3's (1 + w) norm (1);
 #   model                 conform-model on transformers' Gemma4ForCausalLM ($MODELS: FACTORY:DTYPES ...,
 #                         default eager:f32,bf16 sdpa:bf16,f16 liger:bf16,f32), every check;
-#   model-tests           the historic environments (tools/python/third_party/historic_envs.sh, offline
+#   model-tests           the historic environments (impl/third_party/historic_envs.sh, offline
 #                         from .whl/historic/ when there) and pytest with GEMMA4_TEST_DEVICE=cuda
 #                         ($TESTS, default test_conform_model.py and test_historic.py; $TESTS_TIMEOUT, 540 s);
 #   calibrate             gemma4-conform calibrate --device cuda in $DTYPES (default bf16,f16,f32; $JOBS
@@ -61,12 +61,12 @@ if step ctest; then
   detail_re='tests passed|tests failed' run ctest 0 "$OUT/ctest.log" \
     ctest --test-dir build --output-on-failure -j 8 --no-tests=error --output-junit "$OUT/ctest.junit.xml"
   grep -E "tests passed|tests failed|\(Failed\)|\*\*\*" "$OUT/ctest.log" | tail -15
-  grep -c "_cuda .*Passed" "$OUT/ctest.log" | sed 's/^/CUDA transformers-case runs passed: /'
   # Evidence that the CUDA variants ran rather than skipped (their verdicts are ctest's).
   run cuda-tests-reference '*' "$OUT/cuda_tests.log" \
     build/bin/test_reference --gtest_filter='*cuda*:*Cuda*:Checkpoint.RecomputeThread'
   grep -E "recompute on|PASSED|FAILED|SKIPPED" "$OUT/cuda_tests.log" | tail -8
   run cuda-tests-golden '*' "$OUT/cuda_rule.log" build/bin/test_golden --gtest_filter='*cuda*'
+  grep -c '^\[       OK \] .*_cuda' "$OUT/cuda_rule.log" | sed 's/^/CUDA cases of test_golden passed: /'
   grep -E "worst error" "$OUT/cuda_rule.log"
 fi
 
@@ -210,14 +210,14 @@ third_party_needs() {
   esac
 }
 
-# The third-party backends, each SPEC:DTYPES (tools/python/third_party/README.md).
+# The third-party backends, each SPEC:DTYPES (impl/third_party/README.md).
 if step third-party && python_env; then
   for spec_dtypes in ${THIRD_PARTY:-liger_backend:backend:bf16,f32,f16 liger_backend:backend_raw_geglu:bf16 \
     liger_backend:backend_noscale_kernel:bf16 axolotl_backend:backend:bf16,f32,f16}; do
     spec=${spec_dtypes%:*} dtypes=${spec_dtypes##*:}
     # shellcheck disable=SC2046
     if ! py_has $(third_party_needs "${spec%%:*}"); then
-      skip_run "${spec/:/-}" "cannot import $(third_party_needs "${spec%%:*}") (carry the wheels in .whl/: tools/python/third_party/README.md)"
+      skip_run "${spec/:/-}" "cannot import $(third_party_needs "${spec%%:*}") (carry the wheels in .whl/: impl/third_party/README.md)"
       continue
     fi
     for dtype in ${dtypes//,/ }; do
@@ -258,7 +258,7 @@ if step model-tests && python_env; then
   wheels=()
   [ -d .whl/historic ] && wheels=(HISTORIC_WHEELS=.whl/historic)
   run historic-envs 0 "$OUT/historic_envs.log" \
-    env PYTHON=python3 "${wheels[@]}" tools/python/third_party/historic_envs.sh /tmp/historic ||
+    env PYTHON=python3 "${wheels[@]}" impl/third_party/historic_envs.sh /tmp/historic ||
     tail -5 "$OUT/historic_envs.log"
   # shellcheck disable=SC2086
   RUN_TIMEOUT=${TESTS_TIMEOUT:-540} run pytest-cuda 0 "$OUT/pytest.log" \

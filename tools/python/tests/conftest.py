@@ -8,9 +8,13 @@ import pytest
 
 SOURCE = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(SOURCE / "golden/generators")]  # python_backends, transformers_candidate
-# Child processes (python -m gemma4_conform, pytester's pytest) import python_backends too.
-os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+# The subjects the tests judge live with the implementations (impl/): our Python backends and model
+# controls (impl/python) and the third-party adapters (impl/third_party). Also importable: the
+# tests' own helpers (HERE) and golden/generators (transformers_candidate).
+SUBJECTS = [SOURCE / "impl/python", SOURCE / "impl/third_party"]
+sys.path[:0] = [str(p) for p in [HERE, *SUBJECTS, SOURCE / "golden/generators"]]
+# Child processes (python -m gemma4_conform, torchrun's ranks, pytester's pytest) import them too.
+os.environ["PYTHONPATH"] = os.pathsep.join([*(str(p) for p in [HERE, *SUBJECTS]), os.environ.get("PYTHONPATH", "")])
 
 
 @pytest.fixture

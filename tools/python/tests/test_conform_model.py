@@ -15,10 +15,8 @@ from pathlib import Path
 
 import pytest
 
-SOURCE = Path(__file__).resolve().parents[3]
 DEVICE = os.environ.get("GEMMA4_TEST_DEVICE", "cpu")
-PYTHONPATH = os.pathsep.join([str(SOURCE / "tools/python/third_party"), str(Path(__file__).parent),
-                              os.environ.get("PYTHONPATH", "")])
+PYTHONPATH = os.environ["PYTHONPATH"]  # conftest.py: the subjects (impl/python, impl/third_party)
 KV_SHARED = r"(model/e2b|model/e4b|transformers/e2b_like)$"
 pytest.importorskip("transformers", reason="conform-model's proof runs transformers' Gemma-4")
 

@@ -21,9 +21,7 @@ from pathlib import Path
 
 import pytest
 
-SOURCE = Path(__file__).resolve().parents[3]
-PYTHONPATH = os.pathsep.join([str(SOURCE / "tools/python/third_party"), str(Path(__file__).parent),
-                              os.environ.get("PYTHONPATH", "")])
+PYTHONPATH = os.environ["PYTHONPATH"]  # conftest.py: the subjects (impl/python, impl/third_party)
 pytest.importorskip("transformers", reason="the distributed checks run transformers' Gemma-4")
 
 

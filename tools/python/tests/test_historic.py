@@ -1,4 +1,4 @@
-"""The real historic bugs, caught from the real releases (tools/python/third_party/historic_envs.sh
+"""The real historic bugs, caught from the real releases (impl/third_party/historic_envs.sh
 builds the pinned environments; optional: each test is skipped, saying so, where its environment
 is not built). GEMMA4_HISTORIC_DIR names their directory (default .cache/historic)."""
 from __future__ import annotations
@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from test_conform_model import DEVICE, KV_SHARED, SOURCE, conform_model, failing_tests, results
+from conftest import SOURCE
+from test_conform_model import DEVICE, KV_SHARED, conform_model, failing_tests, results
 
 HISTORIC = Path(os.environ.get("GEMMA4_HISTORIC_DIR", SOURCE / ".cache/historic"))
 
@@ -15,7 +16,7 @@ HISTORIC = Path(os.environ.get("GEMMA4_HISTORIC_DIR", SOURCE / ".cache/historic"
 def environment(name: str) -> dict:
     env = HISTORIC / name
     if not (env / ".complete").exists():
-        pytest.skip(f"{env} not built (tools/python/third_party/historic_envs.sh)")
+        pytest.skip(f"{env} not built (impl/third_party/historic_envs.sh)")
     from test_conform_model import PYTHONPATH
     return {"PYTHONPATH": os.pathsep.join([str(env), PYTHONPATH])}
 

@@ -29,7 +29,7 @@ import time
 from collections import UserDict
 
 import torch
-import transformers_models  # tools/python/third_party
+import transformers_models  # impl/third_party
 
 # --- the side-channel controls -----------------------------------------------------------------
 

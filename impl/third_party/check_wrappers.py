@@ -16,7 +16,7 @@ run gives bitwise-equal results.
 
 Run on CPU through Triton's interpreter (the third-party packages on PYTHONPATH, never in .venv):
 
-    TRITON_INTERPRET=1 PYTHONPATH=/tmp/tp .venv/bin/python tools/python/third_party/check_wrappers.py
+    TRITON_INTERPRET=1 PYTHONPATH=/tmp/tp .venv/bin/python impl/third_party/check_wrappers.py
 
 or on a CUDA machine without TRITON_INTERPRET (then no interpreter shims are installed).
 Options: --dtypes f32,bf16[,f16]   --only liger|axolotl

@@ -3,8 +3,8 @@
 # with real bugs, each pinned in its own directory (pip install --target --no-deps, on top of the
 # running Python's torch), cached: a directory with .complete is kept.
 #
-#   tools/python/third_party/historic_envs.sh [DIR]        # default .cache/historic; PyPI
-#   HISTORIC_WHEELS=.whl/historic tools/python/third_party/historic_envs.sh   # offline (GPU host)
+#   impl/third_party/historic_envs.sh [DIR]        # default .cache/historic; PyPI
+#   HISTORIC_WHEELS=.whl/historic impl/third_party/historic_envs.sh   # offline (GPU host)
 #   PYTHON=python3 ...                                       # another interpreter (default .venv's)
 #
 # transformers-5.5.1  the use_cache=False bug on KV-shared models (fixed in 5.5.2)
@@ -13,7 +13,7 @@
 #                     the Liger it pins (0.7.0) and what its import needs (accelerate 1.13.0, psutil)
 # tokenizers 0.22.2: transformers 5.5 and 5.9 refuse at import any tokenizers above 0.23.0.
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../.."
 DIR=${1:-.cache/historic}
 PYTHON=${PYTHON:-.venv/bin/python}
 declare -A ENVS=(
