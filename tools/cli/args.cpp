@@ -67,4 +67,20 @@ std::vector<std::string> split_commas(const std::string& list) {
   return out;
 }
 
+int int_option(const Args& args, const std::string& name, int fallback, int minimum) {
+  if (!args.has(name)) return fallback;
+  const std::string text = args.get(name);
+  size_t used = 0;
+  int value = minimum - 1;
+  try {
+    value = std::stoi(text, &used);
+  } catch (const std::exception&) {
+  }
+  if (used != text.size() || value < minimum) {
+    throw UsageError{"--" + name + " must be a whole number of at least " + std::to_string(minimum) + ", got '" + text +
+                     "'"};
+  }
+  return value;
+}
+
 }  // namespace gemma4::cli

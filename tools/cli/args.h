@@ -38,4 +38,8 @@ std::string help_text(const std::string& command, const std::string& summary, co
 // An option's comma-separated list ("a,b,,c" -> a, b, c): the empty items dropped.
 std::vector<std::string> split_commas(const std::string& list);
 
+// The option's whole-number value, or `fallback` when it is absent. Throws UsageError naming the
+// option when the value is not a whole number of at least `minimum`.
+int int_option(const Args& args, const std::string& name, int fallback, int minimum);
+
 }  // namespace gemma4::cli

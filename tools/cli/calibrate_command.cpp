@@ -65,6 +65,7 @@ int calibrate_command(const std::vector<std::string>& argv) {
       {"isolate", "", "run each run in a child process (a crash or hang becomes a failed run)"},
       {"jobs", "N", "child processes at a time (--isolate, ISA levels; default: the number of cores)"},
       {"timeout", "SECONDS", "kill a child process after this long (default 1800)"},
+      {"steps", "N", "memory_flatness training steps (default 50 on CPU, 200 on CUDA), as conform --steps"},
       {"work-dir", "DIR", "where child processes' reports and logs go (default a new temporary directory)"},
       {"report", "FILE.json", "write every run, the separation table and each faulty backend's strength as JSON"},
       {"junit", "FILE.xml", "write a JUnit XML report, one test case per run"},
@@ -134,6 +135,7 @@ int calibrate_command(const std::vector<std::string>& argv) {
   };
   SuiteOptions base;
   base.device = device;
+  base.steps = int_option(args, "steps", 0, 1);  // 0: the category's default
   base.golden_dir = files::join(golden::data_dir(), "golden");
   for (size_t i : here) {
     CalibrationRun& r = runs[i];
@@ -158,6 +160,7 @@ int calibrate_command(const std::vector<std::string>& argv) {
                                                        golden::dtype_name(r.dtype)});
       const std::string filter = declared_filter(r.backend());
       if (!filter.empty()) job.conform_args.insert(job.conform_args.end(), {"--filter", filter});
+      if (base.steps > 0) job.conform_args.insert(job.conform_args.end(), {"--steps", std::to_string(base.steps)});
       job.env = r.isa.env;
       if (!std::getenv("OMP_NUM_THREADS")) job.env.emplace("OMP_NUM_THREADS", std::to_string(std::max(1, cores / jobs)));
       job.label.subject = r.backend().name;

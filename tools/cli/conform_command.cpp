@@ -110,12 +110,7 @@ int conform_command(const std::vector<std::string>& argv, const impl::Backend* g
   for (const std::string& d : split_commas(args.get("dtype", "f32"))) dtypes.push_back(parse_dtype(d));
   if (devices.empty() || dtypes.empty()) throw UsageError{"--device and --dtype need at least one value"};
   conformance::SuiteOptions base;
-  try {
-    base.steps = std::stoi(args.get("steps", "0"));
-  } catch (const std::exception&) {
-    base.steps = -1;
-  }
-  if (base.steps < 0) throw UsageError{"--steps must be a positive integer, got '" + args.get("steps") + "'"};
+  base.steps = int_option(args, "steps", 0, 1);  // 0: the category's default
   base.golden_dir = args.get("golden-dir", files::join(golden::data_dir(), "golden"));
   double timeout = 1800;
   try {

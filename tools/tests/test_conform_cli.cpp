@@ -222,6 +222,7 @@ TEST(ConformCli, BadPluginsAndOptionsGiveOneLineErrors) {
   expect_one_line_error(run_cli("conform --dtype f32"), 2, "give --backend or --backend-lib");
   expect_one_line_error(run_cli("conform --backend reference --backend-lib x.so"), 1, "cannot load the backend plugin");
   expect_one_line_error(run_cli("conform --backend reference --isolate --timeout 0"), 2, "--timeout must be");
+  expect_one_line_error(run_cli("conform --backend reference --steps 0"), 2, "--steps must be a whole number of at least 1");
   expect_one_line_error(run_cli("conform --backend reference --filter '('"), 1, "not a regular expression");
   expect_one_line_error(run_cli("conform --backend reference --filter nothing-matches-this"), 1, "no check matches");
   EXPECT_EQ(run_cli("conform --help").exit_code, 0);
