@@ -41,7 +41,8 @@ def test_a_passing_stage_passes_and_a_failing_run_fails_it(tmp_path):
     failures = {c.get("name"): c.find("failure").get("message") for c in suite.iter("testcase")
                 if c.find("failure") is not None}
     assert set(failures) == {"bench/gate", "bench/global"}
-    assert "slower than the baseline" in failures["bench/gate"] and "logs/gate.log" in failures["bench/gate"]
+    assert failures["bench/gate"] == "exit 1 (expected 0): slower than the baseline (log: logs/gate.log)"
+    assert failures["bench/global"] == "not run: the time limit"
 
     merged = subprocess.run([sys.executable, str(RESULTS), "merge", str(tmp_path), "test", "bench",
                              "--not-run", "memory=the time limit"], capture_output=True, text=True)
