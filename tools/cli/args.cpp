@@ -1,5 +1,6 @@
 #include "tools/cli/args.h"
 
+#include <limits>
 #include <sstream>
 
 #include <iostream>
@@ -67,20 +68,25 @@ std::vector<std::string> split_commas(const std::string& list) {
   return out;
 }
 
+std::optional<int64_t> whole_number(const std::string& text) {
+  size_t used = 0;
+  try {
+    const long long value = std::stoll(text, &used);
+    if (used == text.size()) return value;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
 int int_option(const Args& args, const std::string& name, int fallback, int minimum) {
   if (!args.has(name)) return fallback;
   const std::string text = args.get(name);
-  size_t used = 0;
-  int value = minimum - 1;
-  try {
-    value = std::stoi(text, &used);
-  } catch (const std::exception&) {
-  }
-  if (used != text.size() || value < minimum) {
+  const std::optional<int64_t> value = whole_number(text);
+  if (!value || *value < minimum || *value > std::numeric_limits<int>::max()) {
     throw UsageError{"--" + name + " must be a whole number of at least " + std::to_string(minimum) + ", got '" + text +
                      "'"};
   }
-  return value;
+  return static_cast<int>(*value);
 }
 
 }  // namespace gemma4::cli

@@ -1,7 +1,9 @@
 #pragma once
 // A small command-line parser for the subcommands: "--name value" and "--flag", with --help
 // generated from the option table. Unknown options and missing values are usage errors.
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,9 @@ std::string help_text(const std::string& command, const std::string& summary, co
 
 // An option's comma-separated list ("a,b,,c" -> a, b, c): the empty items dropped.
 std::vector<std::string> split_commas(const std::string& list);
+
+// The whole number `text` spells, nothing else around it ("12"; not "12x", "", "1e3"); nullopt otherwise.
+std::optional<int64_t> whole_number(const std::string& text);
 
 // The option's whole-number value, or `fallback` when it is absent. Throws UsageError naming the
 // option when the value is not a whole number of at least `minimum`.

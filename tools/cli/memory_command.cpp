@@ -62,14 +62,9 @@ std::vector<int64_t> int_list(const Args& args, const std::string& name, const s
   if (!args.has(name)) return fallback;
   std::vector<int64_t> out;
   for (const std::string& item : split_commas(args.get(name))) {
-    size_t used = 0;
-    int64_t v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-    }
-    if (used != item.size() || v <= 0) throw UsageError{"--" + name + ": '" + item + "' is not a positive integer"};
-    out.push_back(v);
+    const std::optional<int64_t> v = whole_number(item);
+    if (!v || *v <= 0) throw UsageError{"--" + name + ": '" + item + "' is not a positive integer"};
+    out.push_back(*v);
   }
   if (out.empty()) throw UsageError{"--" + name + " is empty"};
   return out;

@@ -14,7 +14,8 @@ HERE = Path(__file__).resolve().parent
 SUBJECTS = [SOURCE / "impl/python", SOURCE / "impl/third_party"]
 sys.path[:0] = [str(p) for p in [HERE, *SUBJECTS, SOURCE / "golden/generators"]]
 # Child processes (python -m gemma4_conform, torchrun's ranks, pytester's pytest) import them too.
-os.environ["PYTHONPATH"] = os.pathsep.join([*(str(p) for p in [HERE, *SUBJECTS]), os.environ.get("PYTHONPATH", "")])
+os.environ["PYTHONPATH"] = os.pathsep.join([*(str(p) for p in [HERE, *SUBJECTS]),
+                                            os.environ.get("PYTHONPATH", "")])
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 DEVICE = os.environ.get("GEMMA4_TEST_DEVICE", "cpu")
-PYTHONPATH = os.environ["PYTHONPATH"]  # conftest.py: the subjects (impl/python, impl/third_party)
 KV_SHARED = r"(model/e2b|model/e4b|transformers/e2b_like)$"
 pytest.importorskip("transformers", reason="conform-model's proof runs transformers' Gemma-4")
 
@@ -27,7 +26,7 @@ def conform_model(tmp_path: Path, factory: str, *args: str, dtype: str = "f32", 
     cmd = [sys.executable, "-m", "gemma4_conform", "conform-model", "--factory", factory, "--device", DEVICE,
            "--dtype", dtype, "--report", str(report), "--junit", str(tmp_path / "junit.xml"), *args]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=1200,
-                         env={**os.environ, "PYTHONPATH": PYTHONPATH, **(env or {})})
+                         env={**os.environ, **(env or {})})
     print(run.stdout[-4000:], run.stderr[-2000:])
     return run.returncode, json.loads(report.read_text()) if report.exists() else None, run.stdout + run.stderr
 
@@ -186,7 +185,7 @@ def test_crash_and_hang_are_failure_rows(tmp_path):
 
 def test_usage(tmp_path):
     run = lambda *a: subprocess.run([sys.executable, "-m", "gemma4_conform", "conform-model", *a],  # noqa: E731
-                                    capture_output=True, text=True, env={**os.environ, "PYTHONPATH": PYTHONPATH})
+                                    capture_output=True, text=True)
     help_, bare = run("--help"), run()
     assert help_.returncode == 0 and "--factory" in help_.stdout
     assert bare.returncode == 2 and "--factory MODULE:FACTORY is required" in bare.stderr

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-PYTHONPATH = os.environ["PYTHONPATH"]  # conftest.py: the subjects (impl/python, impl/third_party)
 pytest.importorskip("transformers", reason="the distributed checks run transformers' Gemma-4")
 
 
@@ -32,7 +31,7 @@ def distributed(tmp_path: Path, factory: str, *args: str, timeout: int = 600):
            "gemma4_conform", "conform-model", "--distributed", "--factory", factory, "--device", "cpu",
            "--report", str(report), "--junit", str(tmp_path / "junit.xml"), *args]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
-                         env={**os.environ, "PYTHONPATH": PYTHONPATH, "OMP_NUM_THREADS": "1"})
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
     print(run.stdout[-4000:], run.stderr[-3000:])
     return run.returncode, json.loads(report.read_text()) if report.exists() else None, run.stdout + run.stderr
 
@@ -163,6 +162,6 @@ def test_rank_killed_by_a_signal_did_not_report(tmp_path):
 def test_needs_torchrun(tmp_path):
     run = subprocess.run([sys.executable, "-m", "gemma4_conform", "conform-model", "--distributed", "--factory",
                           "transformers_models:sdpa"], capture_output=True, text=True, timeout=120,
-                         env={k: v for k, v in {**os.environ, "PYTHONPATH": PYTHONPATH}.items()
+                         env={k: v for k, v in os.environ.items()
                               if k not in ("RANK", "WORLD_SIZE")})
     assert run.returncode == 2 and "start it with torchrun" in run.stderr

@@ -17,8 +17,7 @@ def environment(name: str) -> dict:
     env = HISTORIC / name
     if not (env / ".complete").exists():
         pytest.skip(f"{env} not built (impl/third_party/historic_envs.sh)")
-    from test_conform_model import PYTHONPATH
-    return {"PYTHONPATH": os.pathsep.join([str(env), PYTHONPATH])}
+    return {"PYTHONPATH": os.pathsep.join([str(env), os.environ["PYTHONPATH"]])}  # conftest.py's subjects too
 
 
 CHECKS = r"^(golden|use_cache|multithreaded_recompute/checkpointed)/" + KV_SHARED
