@@ -71,7 +71,7 @@ GoldenCase generate_model(const ModelCase& mc, const GenerateOptions& o) {
   fill_expected_and_truth(g, o.dtype, [&](torch::ScalarType dtype) {
     return run_model(config, weights_from_map(config, g.weights, dtype, o.device), to_device(g.inputs, dtype, o.device));
   });
-  g.judged = model_judged(g.inputs, g.expected);
+  g.judged = model_judged(g.inputs, g.expected, config.pad_token_id);
   return g;
 }
 

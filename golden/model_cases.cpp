@@ -120,11 +120,25 @@ Tensor labels_without_padding(const Tensor& input_ids, const Tensor& attention_m
   return input_ids.clone().masked_fill_(~(real & predictor_real), -100);
 }
 
-TensorMap model_judged(const TensorMap& inputs, const TensorMap& expected) {
+TensorMap model_judged(const TensorMap& inputs, const TensorMap& expected, int64_t pad_token_id) {
   TensorMap out;
   auto it = inputs.find("attention_mask");
-  if (it == inputs.end() || it->second.ne(0).all().item<bool>()) return out;
-  const Tensor real = it->second.ne(0).to(torch::kInt64).cpu();  // [B, S]
+  const Tensor ids = inputs.at("input_ids").cpu();
+  const Tensor real = it == inputs.end() ? at::ones_like(ids) : it->second.ne(0).to(torch::kInt64).cpu();  // [B, S]
+  // The pad token's embedding row: whether its lookup trains is the implementation's choice
+  // (transformers builds nn.Embedding(padding_idx=pad_token_id) and freezes it; a port without
+  // padding_idx trains it). Only a real position holding the pad id tells them apart: then the
+  // row of every embedding table's gradient is don't-care (FORMAT.md, "Implementation-defined values").
+  if (pad_token_id >= 0 && (ids.eq(pad_token_id) & real.ne(0)).any().item<bool>()) {
+    for (const char* table : {"grads/embed_tokens.weight", "grads/embed_tokens_per_layer.weight"}) {
+      auto t = expected.find(table);
+      if (t == expected.end() || pad_token_id >= t->second.size(0)) continue;
+      Tensor rows = at::ones({t->second.size(0), 1}, at::kLong);
+      rows[pad_token_id] = 0;
+      out[table] = rows;
+    }
+  }
+  if (real.ne(0).all().item<bool>()) return out;
   const int64_t B = real.size(0), S = real.size(1);
   for (const auto& [name, t] : expected) {
     if (name.rfind("outputs/", 0) != 0 || name == "outputs/loss") continue;

@@ -56,8 +56,9 @@ TensorMap make_model_inputs(const Config& config, int64_t batch, int64_t seq_len
 torch::Tensor labels_without_padding(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
 
 // The judged/ masks of a model case: the per-position outputs (logits, hidden states, attention
-// outputs, shared K/V) are don't-care at padded positions. Empty without padding.
-TensorMap model_judged(const TensorMap& inputs, const TensorMap& expected);
+// outputs, shared K/V) are don't-care at padded positions, and, when pad_token_id (>= 0) occurs at
+// a real position, so is that row of the embedding tables' gradients. Empty when neither applies.
+TensorMap model_judged(const TensorMap& inputs, const TensorMap& expected, int64_t pad_token_id = -1);
 
 // Weights by name (weight_slots names) and back; from_map casts to dtype and device and throws
 // naming any missing or mis-shaped weight.

@@ -755,7 +755,8 @@ def write_golden(path: Path, attrs: dict[str, Any], datasets: dict[str, torch.Te
 def judged_rule():
     """judged/ (golden/FORMAT.md): the C++ rule itself (golden/model_cases.cpp model_judged), through
     the project's Python package, the one installed in this Python (ci/build.sh's .venv) or else the
-    build tree's (build/python): per-position outputs are don't-care at padded positions."""
+    build tree's (build/python): per-position outputs are don't-care at padded positions, and the
+    pad row of the embedding gradients where the pad id is a real token (every case plants one)."""
     try:
         from gemma4_conform import _core
     except ImportError:
@@ -792,7 +793,7 @@ def generate_golden(case: Case, case_dir: Path, model: torch.nn.Module, inputs: 
     datasets = {f"inputs/{name}": t for name, t in inputs.items()}
     datasets.update({f"weights/{name}": t for name, t in weights.items()})
     datasets.update({f"expected/{name}": t for name, t in expected.items()})
-    datasets.update({f"judged/{name}": mask for name, mask in judged_rule()(inputs, expected).items()})
+    datasets.update({f"judged/{name}": mask for name, mask in judged_rule()(inputs, expected, PAD_ID).items()})
     if dtype_name != "f32":
         truth_model = load_truth(case, case_dir, dtype, device)
         assert_same_weights(weights, golden_weights(truth_model))

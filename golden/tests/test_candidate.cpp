@@ -9,10 +9,13 @@
 
 #include "golden/candidate.h"
 #include "golden/h5_tensors.h"
+#include "golden/model_cases.h"
 #include "golden/tests/test_files.h"
 
 namespace gemma4::golden {
 namespace {
+
+using torch::Tensor;
 
 GoldenCase committed(const std::string& name) {
   return read_golden(std::string(GEMMA4_SOURCE_DIR) + "/golden/reference/" + name);
@@ -146,6 +149,35 @@ TEST(Candidate, ReadsNestedDatasetsAndRefusesDamagedFilesByName) {
   std::ofstream(text) << "logits = [1, 2, 3]\n";
   EXPECT_NE(test::error_of([&] { read_candidate(text); }).find(text), std::string::npos);
   EXPECT_NE(test::error_of([&] { read_candidate(path + ".missing"); }).find(path + ".missing"), std::string::npos);
+}
+
+// The pad token's embedding row (FORMAT.md, "Implementation-defined values"): a transformers case
+// puts the pad id at one real position, so a port without padding_idx trains that row from there.
+// Its row 0 is don't-care; the same change on any other row still fails.
+TEST(Candidate, ThePadRowOfTheEmbeddingGradientIsDontCareOtherRowsAreJudged) {
+  const GoldenCase g =
+      read_golden(std::string(GEMMA4_SOURCE_DIR) + "/golden/transformers/dense_keqv/golden.f32.h5");
+  ASSERT_EQ(g.judged.count("grads/embed_tokens.weight"), 1u);
+  TensorMap c = expected_subset(g, {""});
+  Tensor& grad = c.at("grads/embed_tokens.weight");
+  const double scale = grad.abs().max().item<double>();
+  grad[0] += scale;  // the pad row, trained from its real position
+  EXPECT_TRUE(check_candidate(g, c, CandidateScope::kForwardAndBackward).pass());
+  grad[1] += scale;  // a real token's row
+  const VerifyReport r = check_candidate(g, c, CandidateScope::kForwardAndBackward);
+  EXPECT_FALSE(r.pass());
+  EXPECT_TRUE(row(r, "grads/embed_tokens.weight").failed());
+}
+
+// The rule itself: the row is don't-care only when the pad id is a real token.
+TEST(Candidate, ThePadRowRuleAppliesOnlyWhenThePadIdIsARealToken) {
+  const GoldenCase g =
+      read_golden(std::string(GEMMA4_SOURCE_DIR) + "/golden/transformers/dense_keqv/golden.f32.h5");
+  TensorMap inputs = g.inputs;
+  EXPECT_EQ(model_judged(inputs, g.expected, 0).count("grads/embed_tokens.weight"), 1u);
+  EXPECT_EQ(model_judged(inputs, g.expected, -1).count("grads/embed_tokens.weight"), 0u);
+  inputs.at("input_ids") = inputs.at("input_ids").masked_fill(inputs.at("input_ids").eq(0), 5);
+  EXPECT_EQ(model_judged(inputs, g.expected, 0).count("grads/embed_tokens.weight"), 0u);
 }
 
 }  // namespace

@@ -74,13 +74,16 @@ void bind_model(py::module_& m) {
       .def("rows", &conformance::RunComparison::rows, "compare_runs' rows (Result)");
   m.def(
       "model_judged",
-      [](const py::dict& inputs, const py::dict& run) {
+      [](const py::dict& inputs, const py::dict& run, int64_t pad_token_id) {
         py::dict out;
-        for (const auto& [name, t] : golden::model_judged(tensors_from(inputs, "input"), tensors_from(run, "output")))
+        for (const auto& [name, t] :
+             golden::model_judged(tensors_from(inputs, "input"), tensors_from(run, "output"), pad_token_id))
           out[py::str(name)] = t;
         return out;
       },
-      py::arg("inputs"), py::arg("run"), "the judged/ masks of a model's inputs: padded positions are don't-care");
+      py::arg("inputs"), py::arg("run"), py::arg("pad_token_id") = -1,
+      "the judged/ masks of a model's inputs: padded positions are don't-care, and the pad row of the "
+      "embedding gradients when the pad id is at a real position");
   m.def("install_tracking_cpu_allocator", &memory::install_tracking_cpu_allocator,
         "count the CPU allocator's live bytes from now on (once per process)");
   m.def("tracked_cpu_live_bytes", &memory::tracked_cpu_live_bytes);
