@@ -6,6 +6,11 @@
 //    prefilled in chunks of 5 (5 + 5 + 2), then 8 tokens one step each: 20 indices, five windows.
 //    Truth: the reference's full forward in fp32 over all 20 tokens at the same positions, what
 //    decoding must equal. Judged: the logits of every real token (a padding query is don't-care).
+//  - speculative/<tiny model>: the same, but the 8 tokens after the prompt come as speculative
+//    drafts (kDrafts: 3 fed, 2 accepted; 4, 1; 2, 2; 4, 3), each fed as one step with wrong guesses
+//    after its accepted tokens, which KvCacheOps::rollback takes back. With window 4 every draft
+//    crosses a window edge; a ring cache of window + 3 slots (the Python one) wraps on every draft,
+//    the cuda one (19 rows) inside the last. A backend whose cache has no rollback: not supported.
 //  - transformers/<case>: the decode goldens (golden/transformers/<case>/decode.f32.h5, FORMAT.md):
 //    the golden's tokens teacher-forced, prompt in one piece; each step's scores against
 //    transformers', and what each storing layer's cache holds after the prompt against
@@ -45,6 +50,9 @@ using golden::TensorMap;
 using torch::Tensor;
 
 constexpr int64_t kPrompt = 12, kNewTokens = 8, kChunk = 5;
+const std::vector<Draft> kDrafts{{3, 2}, {4, 1}, {2, 2}, {4, 3}};  // accepts kNewTokens in all
+
+enum class Feeding { kPlain, kSpeculative };
 
 // One implementation's way of decoding: its name, ops and KV cache ops.
 struct Decoder {
@@ -126,10 +134,17 @@ void record_ties(Reporter& r, const Tensor& ties, const Tensor& real) {
                (n == all ? "; nothing is judged in this dtype (f32 judges every token)" : ""));
 }
 
-void check_equivalence(const std::string& name, const SuiteOptions& o, Reporter& r) {
+void check_equivalence(const std::string& name, Feeding feeding, const SuiteOptions& o, Reporter& r) {
   const TinyModel tiny = tiny_model(name, o);
   const std::string why = unsupported(o, tiny.config);
   if (!why.empty()) return r.not_supported(why);
+  if (feeding == Feeding::kSpeculative && o.backend.kv_cache.make && !o.backend.kv_cache.rollback) {
+    return r.not_supported("the backend's KV cache has no rollback (speculative decoding)");
+  }
+  auto decode = [&](const Model& m, const Tensor& tokens, const Tensor& prompt_mask, const GenerateOptions& options) {
+    return feeding == Feeding::kPlain ? decode_logits(m, tokens, prompt_mask, kPrompt, options)
+                                      : speculative_logits(m, tokens, prompt_mask, kPrompt, options, kDrafts);
+  };
   const TensorMap inputs = golden::make_model_inputs(tiny.config, 2, kPrompt + kNewTokens, 11);
   const Tensor tokens = inputs.at("input_ids");
   const Tensor prompt_mask = inputs.at("attention_mask").slice(1, 0, kPrompt);
@@ -147,12 +162,12 @@ void check_equivalence(const std::string& name, const SuiteOptions& o, Reporter&
   if (tiny.config.enable_moe_block) record_ties(r, ties, real);
   const Tensor judged = (real & ~ties).to(at::kLong).unsqueeze(-1);  // [B, T, 1]
   const KvKeyConvention key = KvKeyConvention::kLayerType;
-  const Tensor candidate =
-      decode_logits(model, tokens, prompt_mask, kPrompt, candidate_decoder(o, kChunk, key).options);
+  const Tensor candidate = decode(model, tokens, prompt_mask, candidate_decoder(o, kChunk, key).options);
+  const std::string check = feeding == Feeding::kPlain ? "equivalence" : "speculative";
   Members family;
   for (const Decoder& d : family_decoders(o, kChunk, key)) {
-    family.emplace_back(d.name, shared_result<Tensor>("decode/equivalence/" + name + "|" + d.name, o, [&] {
-                          return decode_logits(model, tokens, prompt_mask, kPrompt, d.options);
+    family.emplace_back(d.name, shared_result<Tensor>("decode/" + check + "/" + name + "|" + d.name, o, [&] {
+                          return decode(model, tokens, prompt_mask, d.options);
                         }));
   }
   if (!family.empty()) family.emplace_back("reference full forward", same_dtype.logits);
@@ -217,8 +232,14 @@ void check_transformers(const std::string& path, const SuiteOptions& o, Reporter
 std::vector<Check> decode_checks(const SuiteOptions& o) {
   std::vector<Check> checks;
   for (const std::string& name : tiny_model_names()) {
-    checks.push_back({Category::kDecode, "equivalence/" + name,
-                      [name](const SuiteOptions& o, Reporter& r) { check_equivalence(name, o, r); }});
+    checks.push_back({Category::kDecode, "equivalence/" + name, [name](const SuiteOptions& o, Reporter& r) {
+                        check_equivalence(name, Feeding::kPlain, o, r);
+                      }});
+  }
+  for (const std::string& name : tiny_model_names()) {
+    checks.push_back({Category::kDecode, "speculative/" + name, [name](const SuiteOptions& o, Reporter& r) {
+                        check_equivalence(name, Feeding::kSpeculative, o, r);
+                      }});
   }
   const std::string transformers = files::join(o.golden_dir, "transformers");
   for (const std::string& name : files::list_directory(transformers)) {

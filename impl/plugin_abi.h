@@ -12,7 +12,9 @@
 // names both: Backend holds C++ std::function and at::Tensor, which only match within one ABI.
 #include "impl/backend.h"
 
-#define GEMMA4_PLUGIN_ABI_VERSION 3  // 2: Backend gained kind, fails_in, below_reduced_precision; 3: kv_cache
+// 2: Backend gained kind, fails_in, below_reduced_precision; 3: kv_cache; 4: KvCacheOps::rollback and
+// CacheSpec::max_rollback (speculative decoding)
+#define GEMMA4_PLUGIN_ABI_VERSION 4
 
 extern "C" {
 struct gemma4_plugin {

@@ -116,30 +116,85 @@ GenerateOutputs generate(const Model& model, const Tensor& input_ids, const Tens
   return out;
 }
 
-Tensor decode_logits(const Model& model, const Tensor& tokens, const Tensor& prompt_mask, int64_t prompt_length,
-                     const GenerateOptions& options, std::map<int, CacheContents>* prompt_caches) {
+namespace {
+
+// Teacher forcing's common part: the mask and positions of `length` indices (the prompt's, then
+// real tokens one position apart) and a decode run whose prompt is already in the caches.
+struct TeacherForced {
+  Tensor mask, positions;
+  DecodeState state;
+  std::vector<Tensor> logits;  // the prompt's chunks
+};
+
+TeacherForced start_teacher_forced(const Model& model, const Tensor& tokens, const Tensor& prompt_mask,
+                                   int64_t prompt_length, int64_t length, int64_t max_rollback,
+                                   const GenerateOptions& options, std::map<int, CacheContents>* prompt_caches) {
   if (tokens.dim() != 2 || prompt_length < 1 || prompt_length > tokens.size(1)) {
     throw Error("decode_logits: tokens must be [B, T] with 1 <= prompt_length <= T");
   }
   const Tensor prompt = tokens.slice(1, 0, prompt_length).cpu();
   check_prompt(prompt, prompt_mask, options);
-  torch::NoGradGuard no_grad;
-  const int64_t B = tokens.size(0), T = tokens.size(1);
+  const int64_t B = tokens.size(0);
   const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
-  const Tensor mask = at::cat({prompt_mask.defined() ? prompt_mask.cpu() : at::ones_like(prompt),
-                               at::ones({B, T - prompt_length}, i64)}, 1);
-  const Tensor positions = continued_positions(mask.slice(1, 0, prompt_length), T);
+  TeacherForced run;
+  run.mask = at::cat({prompt_mask.defined() ? prompt_mask.cpu() : at::ones_like(prompt),
+                      at::ones({B, length - prompt_length}, i64)}, 1);
+  run.positions = continued_positions(run.mask.slice(1, 0, prompt_length), length);
+  run.state = model.start_decode(B, length, cache_ops_of(options), options.kv_key, max_rollback);
+  run.logits = prefill(model, run.state, prompt, run.positions, run.mask, options);
+  keep_prompt_caches(run.state, prompt_caches);
+  return run;
+}
 
-  DecodeState state = model.start_decode(B, T, cache_ops_of(options), options.kv_key);
-  std::vector<Tensor> logits = prefill(model, state, prompt, positions, mask, options);
-  keep_prompt_caches(state, prompt_caches);
-  const Tensor ids = tokens.cpu();
-  for (int64_t t = prompt_length; t < T; ++t) {
-    logits.push_back(model.decode(state, ids.slice(1, t, t + 1), positions.slice(1, t, t + 1), mask.slice(1, 0, t + 1),
-                                  options.ops));
-  }
+Tensor gathered(std::vector<Tensor>& logits) {
   for (Tensor& l : logits) l = l.to(torch::kFloat32).cpu();
   return at::cat(logits, 1);
+}
+
+}  // namespace
+
+Tensor decode_logits(const Model& model, const Tensor& tokens, const Tensor& prompt_mask, int64_t prompt_length,
+                     const GenerateOptions& options, std::map<int, CacheContents>* prompt_caches) {
+  torch::NoGradGuard no_grad;
+  const int64_t T = tokens.size(-1);
+  TeacherForced run = start_teacher_forced(model, tokens, prompt_mask, prompt_length, T, 0, options, prompt_caches);
+  const Tensor ids = tokens.cpu();
+  for (int64_t t = prompt_length; t < T; ++t) {
+    run.logits.push_back(model.decode(run.state, ids.slice(1, t, t + 1), run.positions.slice(1, t, t + 1),
+                                      run.mask.slice(1, 0, t + 1), options.ops));
+  }
+  return gathered(run.logits);
+}
+
+Tensor speculative_logits(const Model& model, const Tensor& tokens, const Tensor& prompt_mask, int64_t prompt_length,
+                          const GenerateOptions& options, const std::vector<Draft>& drafts) {
+  torch::NoGradGuard no_grad;
+  const int64_t T = tokens.size(-1);
+  int64_t accepted = 0, longest = 0;
+  for (const Draft& d : drafts) {
+    if (d.accepted < 1 || d.accepted > d.length) throw Error("speculative_logits: a draft accepts 1 to length tokens");
+    accepted += d.accepted;
+    longest = std::max(longest, d.length);
+  }
+  if (prompt_length + accepted != T) {
+    throw Error("speculative_logits: the drafts accept " + std::to_string(accepted) + " tokens, the prompt leaves " +
+                std::to_string(T - prompt_length));
+  }
+  // Indices up to T + longest: the last draft's rejected tokens lie past the last true one.
+  TeacherForced run =
+      start_teacher_forced(model, tokens, prompt_mask, prompt_length, T + longest, longest - 1, options, nullptr);
+  const Tensor ids = tokens.cpu();
+  const Tensor guesses = ids.index_select(1, (at::arange(T + longest, ids.options()) * 7 + 3).remainder(T));
+  int64_t t = prompt_length;
+  for (const Draft& d : drafts) {
+    const Tensor fed = at::cat({ids.slice(1, t, t + d.accepted), guesses.slice(1, t + d.accepted, t + d.length)}, 1);
+    const Tensor logits = model.decode(run.state, fed, run.positions.slice(1, t, t + d.length),
+                                       run.mask.slice(1, 0, t + d.length), options.ops);
+    run.logits.push_back(logits.slice(1, 0, d.accepted));
+    if (d.length > d.accepted) model.rollback(run.state, d.length - d.accepted);
+    t += d.accepted;
+  }
+  return gathered(run.logits);
 }
 
 }  // namespace gemma4

@@ -44,6 +44,23 @@ torch::Tensor decode_logits(const Model& model, const torch::Tensor& tokens, con
                             int64_t prompt_length, const GenerateOptions& options,
                             std::map<int, CacheContents>* prompt_caches = nullptr);
 
+// A speculative draft, teacher-forced: `length` tokens fed in one step, of which the first
+// `accepted` (1 <= accepted <= length) are the true next tokens and the rest a rejected guess that
+// Model::rollback takes back.
+struct Draft {
+  int64_t length = 1, accepted = 1;
+};
+
+// decode_logits with speculative decoding after the prompt: each draft in turn is fed as one step
+// and its rejected tokens rolled back. The accepted counts must add up to T - prompt_length. A
+// rejected token is another token of its row (the one at index (7t + 3) mod T), fed at the index and
+// position the true token t takes. Returns what plain decoding returns: the logits [B, T, V]
+// (float32) of every true token; a rejected token's logits are dropped. Throws gemma4::Error when
+// the cache ops have no rollback.
+torch::Tensor speculative_logits(const Model& model, const torch::Tensor& tokens, const torch::Tensor& prompt_mask,
+                                 int64_t prompt_length, const GenerateOptions& options,
+                                 const std::vector<Draft>& drafts);
+
 // The RoPE positions transformers' generate gives a prompt: cumsum(mask) - 1, 0 at padding.
 torch::Tensor generation_positions(const torch::Tensor& attention_mask);
 

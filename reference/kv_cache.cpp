@@ -35,9 +35,14 @@ void update_contiguous(LayerKvCache& base, const Tensor& k, const Tensor& v, int
     cache.first = start;
     return;
   }
-  // The step's first query (index start) sees indices from start - window + 1: older ones go.
+  // The step's first query (index start) sees indices from start - window + 1, and after a rollback
+  // of up to max_rollback entries the next query sees from (end - max_rollback) - window + 1:
+  // anything older goes.
   int64_t drop = 0;
-  if (cache.spec.window > 0) drop = std::max<int64_t>(0, start - cache.spec.window + 1 - cache.first);
+  if (cache.spec.window > 0) {
+    const int64_t seen = std::min(start, start + k.size(2) - cache.spec.max_rollback) - cache.spec.window + 1;
+    drop = std::max<int64_t>(0, seen - cache.first);
+  }
   drop = std::min(drop, held);
   cache.k = at::cat({cache.k.slice(2, drop), k}, 2);
   cache.v = at::cat({cache.v.slice(2, drop), v}, 2);
@@ -53,11 +58,29 @@ Tensor attend_contiguous(const Tensor& q, const LayerKvCache& base, const Decode
   return attend_entries(q, contiguous_contents(base), spec);
 }
 
+void rollback_contiguous(LayerKvCache& base, int64_t n) {
+  auto& cache = dynamic_cast<ContiguousCache&>(base);
+  const int64_t held = cache.k.defined() ? cache.k.size(2) : 0;
+  check_rollback(cache.spec, n, held);
+  cache.k = cache.k.slice(2, 0, held - n);
+  cache.v = cache.v.slice(2, 0, held - n);
+}
+
 }  // namespace
 
 const KvCacheOps& reference_kv_cache_ops() {
-  static const KvCacheOps ops{make_contiguous, update_contiguous, attend_contiguous, contiguous_contents};
+  static const KvCacheOps ops{make_contiguous, update_contiguous, attend_contiguous, contiguous_contents,
+                              rollback_contiguous};
   return ops;
+}
+
+void check_rollback(const CacheSpec& spec, int64_t n, int64_t held) {
+  if (n < 1 || n > spec.max_rollback || n > held) {
+    throw Error("layer " + std::to_string(spec.layer) + " cache: rollback of " + std::to_string(n) +
+                " entries, but 1 to " + std::to_string(std::min(spec.max_rollback, held)) +
+                " may be dropped (max_rollback " + std::to_string(spec.max_rollback) + ", " + std::to_string(held) +
+                " held)");
+  }
 }
 
 Tensor attend_entries(const Tensor& q, const CacheContents& entries, const DecodeAttentionSpec& spec) {

@@ -25,6 +25,9 @@ struct CacheSpec {
   int64_t capacity = 0;  // the most token indices the run will reach (prompt + new tokens)
   torch::ScalarType dtype = torch::kFloat32;
   torch::Device device = torch::kCPU;
+  // Speculative decoding: the most entries one rollback may drop (the longest draft). A sliding
+  // cache keeps that many more entries, since a rollback brings back queries that see older keys.
+  int64_t max_rollback = 0;
 };
 
 // The mask of one step's queries against a cache.
@@ -59,11 +62,21 @@ struct KvCacheOps {
       attention;
   // What the cache holds, for goldens and checks.
   std::function<CacheContents(const LayerKvCache& cache)> contents;
+  // Speculative decoding: forget the newest n entries (a rejected draft), 1 <= n <= the spec's
+  // max_rollback; the next update starts n indices earlier and must see what it would have seen
+  // had the draft never been fed, also after a ring has wrapped. Optional: unset, the backend
+  // cannot decode speculatively (the suite reports "not supported").
+  std::function<void(LayerKvCache& cache, int64_t n)> rollback;
 };
 
 // Contiguous tensors; a sliding cache keeps, after each update, the last window - 1 entries before
-// the step plus the step's (what the step's queries can see), as transformers' sliding layer does.
+// the step plus the step's (what the step's queries can see), as transformers' sliding layer does,
+// and max_rollback entries more.
 const KvCacheOps& reference_kv_cache_ops();
+
+// Throws gemma4::Error naming the layer unless 1 <= n <= spec.max_rollback and n <= held (the
+// entries the cache holds): what every rollback op checks first.
+void check_rollback(const CacheSpec& spec, int64_t n, int64_t held);
 
 // The step's queries q [B, c, Hq, D] against `entries` (any run of consecutive cache entries) under
 // the step's mask, with the reference's eager attention: what the reference cache computes.

@@ -191,13 +191,19 @@ Tensor Model::head(const Tensor& normed) const {
 }
 
 DecodeState Model::start_decode(int64_t batch, int64_t capacity, const KvCacheOps& cache_ops,
-                                KvKeyConvention kv_key) const {
+                                KvKeyConvention kv_key, int64_t max_rollback) const {
   const Config& c = *config_;
   if (c.bidirectional) throw Error("use_bidirectional_attention is 'all': a bidirectional model does not decode");
   if (batch <= 0 || capacity <= 0) throw Error("start_decode: batch and capacity must be positive");
+  if (max_rollback < 0) throw Error("start_decode: max_rollback must not be negative");
+  if (max_rollback > 0 && !cache_ops.rollback) {
+    throw Error("start_decode: speculative decoding (max_rollback " + std::to_string(max_rollback) +
+                ") needs the cache ops' rollback, which this backend does not have");
+  }
   DecodeState state;
   state.cache_ops = &cache_ops;
   state.capacity = capacity;
+  state.max_rollback = max_rollback;
   state.kv_key = kv_key;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerSpec& spec = c.layers[l];
@@ -206,7 +212,7 @@ DecodeState Model::start_decode(int64_t batch, int64_t capacity, const KvCacheOp
     }
     if (spec.kv_shared) continue;
     CacheSpec cache{l, spec.type, batch, spec.num_kv_heads, spec.head_dim, spec.type == LayerType::kSliding ? c.sliding_window : 0,
-                    capacity, dtype(), device()};
+                    capacity, dtype(), device(), max_rollback};
     state.caches[l] = cache_ops.make(cache);
     if (spec.stores_kv) state.stored[kv_write_key(c, l, kv_key)] = l;
   }
@@ -250,7 +256,20 @@ Tensor Model::decode(DecodeState& state, const Tensor& ids_in, const Tensor& pos
     h = decoder_layer(c, l, weights_.layers[l], in, ops).hidden;
   }
   state.length = end;
+  state.rolled_back = 0;
   return head(ops.rms_norm(h, weights_.norm, c.rms_norm_eps));
+}
+
+void Model::rollback(DecodeState& state, int64_t n) const {
+  if (!state.cache_ops || !state.cache_ops->rollback) throw Error("rollback: the cache ops have no rollback");
+  const int64_t allowed = std::min(state.max_rollback - state.rolled_back, state.length);
+  if (n < 1 || n > allowed) {
+    throw Error("rollback: " + std::to_string(n) + " indices, but 1 to " + std::to_string(allowed) +
+                " may be taken back (max_rollback " + std::to_string(state.max_rollback) + " since the last step)");
+  }
+  for (auto& [layer, cache] : state.caches) state.cache_ops->rollback(*cache, n);
+  state.length -= n;
+  state.rolled_back += n;
 }
 
 void Model::set_requires_grad(bool requires_grad) { gemma4::set_requires_grad(*config_, weights_, requires_grad); }

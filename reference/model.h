@@ -55,7 +55,8 @@ struct DecodeState {
   std::map<int, std::unique_ptr<LayerKvCache>> caches;  // by layer; KV-shared layers have none
   std::map<std::string, int> stored;                    // the KV-sharing key a storing layer wrote -> layer
   std::map<LayerType, RopeTable> rope;                  // tables of `capacity` positions
-  int64_t length = 0, capacity = 0;
+  int64_t length = 0, capacity = 0, max_rollback = 0;
+  int64_t rolled_back = 0;  // indices taken back since the last decode(): at most max_rollback
   KvKeyConvention kv_key = KvKeyConvention::kLayerType;
 };
 
@@ -80,14 +81,19 @@ class Model {
 
   // Incremental decoding (GEMMA4.md, "Decoding with a cache"): a run over `batch` rows that reaches
   // at most `capacity` token indices, its caches made by `cache_ops` (which must outlive it).
+  // max_rollback: the most indices one rollback() may take back (speculative decoding's draft length).
   DecodeState start_decode(int64_t batch, int64_t capacity, const KvCacheOps& cache_ops,
-                           KvKeyConvention kv_key = KvKeyConvention::kLayerType) const;
+                           KvKeyConvention kv_key = KvKeyConvention::kLayerType, int64_t max_rollback = 0) const;
   // One step: the next c tokens ids [B, c] (int64) at RoPE positions [B, c], with `padding` [B,
   // length + c] (1 token, 0 padding) over every index so far. Returns their logits [B, c, V].
   // Throws gemma4::Error on inputs that do not fit the run.
   torch::Tensor decode(DecodeState& state, const torch::Tensor& ids, const torch::Tensor& positions,
                        const torch::Tensor& padding, const LayerOps* ops = nullptr) const;
 
+  // Speculative decoding: take back the last n token indices (a rejected draft) from every cache;
+  // the next decode() starts at state.length - n. Throws gemma4::Error when the cache ops have no
+  // rollback or n is out of range.
+  void rollback(DecodeState& state, int64_t n) const;
   void set_requires_grad(bool requires_grad);
   // Trainable tensors by checkpoint key ("model.layers.0.mlp.up_proj.weight", "lm_head.weight").
   std::vector<std::pair<std::string, torch::Tensor>> named_trainable_tensors() const;

@@ -4,8 +4,10 @@
 // and for V, and token index j lives in row j % rows; update() copies the step's k and v in place.
 //  - Global layers (CacheSpec.window 0): rows = capacity, so j itself:
 //    2 x B x Hkv x capacity x D x elem bytes (31B global layer, B 1, 32k tokens, bf16: 256 MiB).
-//  - Sliding layers: a ring of rows = min(capacity, window - 1 + kMaxDecodeQueries). A step of c <=
-//    16 queries sees at most window - 1 + c indices, all still in the ring after the step's update;
+//  - Sliding layers: a ring of rows = min(capacity, window - 1 + max(kMaxDecodeQueries, max_rollback)).
+//    A step of c <= 16 queries sees at most window - 1 + c indices, all still in the ring after the
+//    step's update, and after a rollback of n <= max_rollback entries the next query sees window - 1
+//    indices before the new end, which the ring still holds (speculative decoding);
 //    the memory no longer grows with the context (31B sliding layer, B 1: 2 x 16 x 1039 x 256 x 2
 //    bytes = 16.2 MiB at any length; a capacity-row cache would be 512 MiB at 32k).
 //    A longer step (a prefill chunk) sees more than the ring holds: its update also keeps, until
@@ -62,7 +64,8 @@ std::unique_ptr<LayerKvCache> make(const CacheSpec& spec) {
   cache->spec = spec;
   // "cuda" means the current device: name it, so that tensors (which always carry an index) compare equal.
   if (!spec.device.has_index()) cache->spec.device = torch::Device(torch::kCUDA, c10::cuda::current_device());
-  cache->rows = spec.window > 0 ? std::min(spec.capacity, spec.window - 1 + kMaxDecodeQueries) : spec.capacity;
+  const int64_t spare = std::max<int64_t>(kMaxDecodeQueries, spec.max_rollback);
+  cache->rows = spec.window > 0 ? std::min(spec.capacity, spec.window - 1 + spare) : spec.capacity;
   const c10::cuda::CUDAGuard guard(cache->spec.device);
   const auto options = torch::TensorOptions().dtype(spec.dtype).device(cache->spec.device);
   // Uninitialised: the kernel reads only rows an update wrote (and zero-fills the rest of a tile).
@@ -224,6 +227,16 @@ Tensor attention(const Tensor& q_in, const LayerKvCache& base, const DecodeAtten
   return eager_attention(q, k, v, mask);
 }
 
+// Only the end moves back: the rolled-back rows are overwritten by the next update, and the rows
+// before the new end are intact (the ring's spare rows, see the top of the file).
+void rollback(LayerKvCache& base, int64_t n) {
+  auto& c = dynamic_cast<Cache&>(base);
+  check_rollback(c.spec, n, c.end);
+  c.end -= n;
+  c.last_start = std::min(c.last_start, c.end);
+  c.pending_k = c.pending_v = Tensor();
+}
+
 CacheContents contents(const LayerKvCache& base) {
   const auto& c = dynamic_cast<const Cache&>(base);
   if (c.pending_k.defined()) return {c.pending_k, c.pending_v, c.pending_first};
@@ -236,7 +249,7 @@ CacheContents contents(const LayerKvCache& base) {
 }  // namespace
 
 const KvCacheOps& kv_cache_ops() {
-  static const KvCacheOps ops{make, update, attention, contents};
+  static const KvCacheOps ops{make, update, attention, contents, rollback};
   return ops;
 }
 

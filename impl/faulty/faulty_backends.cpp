@@ -20,6 +20,7 @@ std::vector<Backend> faulty_backends() {
   for (Backend& b : faulty_numeric_backends()) all.push_back(std::move(b));
   for (Backend& b : faulty_kv_handoff_backends()) all.push_back(std::move(b));
   for (Backend& b : faulty_decode_backends()) all.push_back(std::move(b));
+  for (Backend& b : faulty_cache_backends()) all.push_back(std::move(b));
   return all;
 }
 

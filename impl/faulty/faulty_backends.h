@@ -11,7 +11,7 @@
 namespace gemma4::impl {
 
 // The op-level bugs (faulty_ops.cpp, faulty_numeric_ops.cpp), the shared-KV hand-off bugs
-// (faulty_kv_handoff.cpp), then the decoding bugs (faulty_decode.cpp).
+// (faulty_kv_handoff.cpp), then the decoding bugs (faulty_decode.cpp, faulty_cache_bugs.cpp).
 std::vector<Backend> faulty_backends();
 
 // The two halves, and the starting point of each faulty backend: the reference ops and hand-off,
@@ -21,6 +21,7 @@ std::vector<Backend> faulty_op_backends();
 std::vector<Backend> faulty_numeric_backends();  // numeric bug classes reported against Gemma and LLM ports
 std::vector<Backend> faulty_kv_handoff_backends();
 std::vector<Backend> faulty_decode_backends();  // KV-cache decoding bugs of inference engines
+std::vector<Backend> faulty_cache_backends();   // bugs of a wrapped sliding cache and of speculative rollback
 Backend faulty_backend(std::string name, std::string description, std::vector<Category> fails_in,
                        bool below_reduced_precision = false);
 

@@ -77,13 +77,14 @@ def moe_experts(x, top_index, top_weights, gate_up_proj, down_proj):
 
 class RingCache:
     """A cache preallocated as an inference engine does and written in place: a global layer's holds
-    `capacity` slots, a sliding layer's a ring of `window` slots (index t in slot t % window), all
-    the next step needs. A step's queries see the entries held before it plus the step's own K/V, so
-    a prefill chunk longer than the ring still sees every key of its window."""
+    `capacity` slots, a sliding layer's a ring of `window + max_rollback` slots (index t in slot
+    t % slots), all the next step needs, also after a rejected draft is rolled back. A step's queries
+    see the entries held before it plus the step's own K/V, so a prefill chunk longer than the ring
+    still sees every key of its window."""
 
     def __init__(self, spec):
         dtype = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[spec.dtype]
-        self.slots = spec.capacity if spec.window == 0 else min(spec.capacity, spec.window)
+        self.slots = spec.capacity if spec.window == 0 else min(spec.capacity, spec.window + spec.max_rollback)
         shape = (spec.batch, spec.kv_heads, self.slots, spec.head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=spec.device)
         self.v = torch.zeros_like(self.k)
@@ -98,6 +99,13 @@ class RingCache:
         self.k[:, :, index] = k
         self.v[:, :, index] = v
         self.length = start + k.shape[2]
+
+    def rollback(self, n):
+        """Forget the newest n indices: their slots are overwritten by the next update. The ring's
+        max_rollback spare slots still hold the keys the next step sees."""
+        assert 1 <= n <= self.length, (n, self.length)
+        self.length -= n
+        self.step = None
 
     def held(self):
         """(k, v, first): the indices still in the ring, oldest first."""
@@ -124,7 +132,8 @@ def cache_attention(q, cache, spec, window_shift=0):
 
 
 CACHE_OPS = dict(cache_make=RingCache, cache_update=lambda cache, k, v, start: cache.update(k, v, start),
-                 cache_attention=cache_attention, cache_contents=lambda cache: cache.held())
+                 cache_attention=cache_attention, cache_contents=lambda cache: cache.held(),
+                 cache_rollback=lambda cache, n: cache.rollback(n))
 
 
 def correct():
@@ -140,6 +149,24 @@ def decode_window_plus_one():
     """faulty: the step's queries see one key older than their window (the decode category must catch it)."""
     return gc.Backend("python-decode-window-plus-one", **dict(
         CACHE_OPS, cache_attention=lambda q, cache, spec: cache_attention(q, cache, spec, window_shift=1)))
+
+
+class RingWithoutSpareSlots(RingCache):
+    """faulty: a ring of `window` slots that ignores max_rollback, as a cache sized before
+    speculative decoding was added: a draft overwrites the slots of the oldest keys of the window,
+    and rolling back moves the end but cannot bring those keys back; the next step reads the
+    rejected draft's K/V in their place (ml-explore/mlx-swift-lm #383, #424; fixed by #516)."""
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        if spec.window:
+            self.slots = min(spec.capacity, spec.window)
+            self.k, self.v = self.k[:, :, :self.slots].clone(), self.v[:, :, :self.slots].clone()
+
+
+def decode_rollback_without_spare_slots():
+    """faulty: speculative rollback of a ring with no spare slots (the decode category must catch it)."""
+    return gc.Backend("python-decode-rollback-without-spare-slots", **dict(CACHE_OPS, cache_make=RingWithoutSpareSlots))
 
 
 def cache_ops_incomplete():

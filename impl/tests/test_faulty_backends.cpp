@@ -111,7 +111,8 @@ void expect_op_bug(const std::string& name, const nlohmann::json& config_json) {
 
 TEST(FaultyBackends, NamesAndDescriptions) {
   const std::vector<Backend> all = faulty_backends();
-  ASSERT_EQ(all.size(), 26u);  // 11 GEMMA4.md failure modes, 10 numeric bug classes, 5 decoding bugs of engines
+  // 11 GEMMA4.md failure modes, 10 numeric bug classes, 5 decoding bugs of engines, 5 of wrapped caches
+  ASSERT_EQ(all.size(), 31u);
   for (const Backend& b : all) {
     EXPECT_EQ(b.name.rfind("faulty-", 0), 0u) << b.name;
     EXPECT_FALSE(b.description.empty()) << b.name;
@@ -121,6 +122,8 @@ TEST(FaultyBackends, NamesAndDescriptions) {
   }
   // Each numeric bug names where it was reported.
   for (const Backend& b : faulty_numeric_backends()) EXPECT_NE(b.description.find("(https://github.com/"), std::string::npos) << b.name;
+  // So does each bug of a wrapped cache: "(owner/repo #N...)".
+  for (const Backend& b : faulty_cache_backends()) EXPECT_NE(b.description.find(" #"), std::string::npos) << b.name;
 }
 
 TEST(FaultyBackends, NoWindow) { expect_op_bug("faulty-no-window", test::tiny_shared_kv_config()); }

@@ -3,8 +3,9 @@
 // cache that is laid out and reduced nothing like the reference's contiguous one:
 //  - one pool of fixed-size pages per layer, shared by the batch; each row has a page table, and
 //    rows take pages in turn from a free list, so a row's keys are never contiguous;
-//  - sliding layers give a page back once every key on it has left the window (its pages are
-//    reused, holding stale keys the mask must hide);
+//  - sliding layers give a page back once every key on it has left the window, counting the
+//    max_rollback indices a rejected draft may take back (its pages are reused, holding stale keys
+//    the mask must hide); a rollback gives back the pages past the new end;
 //  - attention scores each page apart in fp32, rounds its probabilities to the dtype before P.V
 //    (as a kernel feeds its second GEMM), and combines the pages' (max, sum, P.V) partials once.
 #include <ATen/ATen.h>
@@ -76,9 +77,11 @@ void update_paged(LayerKvCache& base, const Tensor& k, const Tensor& v, int64_t 
     throw Error("layer " + std::to_string(c.spec.layer) + " paged cache: k of batch " + std::to_string(B) +
                 " or dtype other than the cache's");
   }
-  // A sliding layer's first query of this step (index start) sees from start - window + 1: whole
-  // pages before that go back to the free list, before this step takes any.
-  while (c.spec.window > 0 && (c.first_page + 1) * kPage <= start - c.spec.window + 1) {
+  // A sliding layer's first query of this step (index start) sees from start - window + 1, and the
+  // first after a rollback from start + n - max_rollback - window + 1: whole pages before both go
+  // back to the free list, before this step takes any.
+  const int64_t seen = std::min(start, start + n - c.spec.max_rollback) - c.spec.window + 1;
+  while (c.spec.window > 0 && (c.first_page + 1) * kPage <= seen) {
     for (int64_t b = 0; b < B; ++b) {
       c.free_pages.push_back(c.pages[b][c.first_page]);
       c.pages[b][c.first_page] = -1;
@@ -93,6 +96,18 @@ void update_paged(LayerKvCache& base, const Tensor& k, const Tensor& v, int64_t 
   c.k_pool.index_copy_(0, rows, k.permute({0, 2, 1, 3}).reshape({B * n, c.spec.kv_heads, c.spec.head_dim}));
   c.v_pool.index_copy_(0, rows, v.permute({0, 2, 1, 3}).reshape({B * n, c.spec.kv_heads, c.spec.head_dim}));
   c.length = start + n;
+}
+
+void rollback_paged(LayerKvCache& base, int64_t n) {
+  auto& c = dynamic_cast<PagedCache&>(base);
+  check_rollback(c.spec, n, c.length - c.first_page * kPage);
+  c.length -= n;
+  for (auto& row : c.pages) {  // pages wholly past the new end go back; their slots are stale
+    while (static_cast<int64_t>(row.size()) * kPage >= c.length + kPage) {
+      c.free_pages.push_back(row.back());
+      row.pop_back();
+    }
+  }
 }
 
 CacheContents paged_contents(const LayerKvCache& base) {
@@ -142,6 +157,8 @@ Tensor split_k_attention(const Tensor& q, const LayerKvCache& base, const Decode
 
 }  // namespace
 
-KvCacheOps paged_kv_cache_ops() { return {make_paged, update_paged, split_k_attention, paged_contents}; }
+KvCacheOps paged_kv_cache_ops() {
+  return {make_paged, update_paged, split_k_attention, paged_contents, rollback_paged};
+}
 
 }  // namespace gemma4::impl

@@ -99,5 +99,62 @@ TEST_F(Generate, BadRequestsAreErrors) {
   EXPECT_THROW(model.decode(state, p.ids, generation_positions(p.mask), p.mask, nullptr), Error);  // past capacity
 }
 
+// Speculative decoding: drafts of one accepted token are plain decoding, bit for bit; longer
+// drafts with rejected guesses agree within fp32 rounding, also when the sliding cache (window 4
+// in this config) has dropped keys between drafts; a rollback that forgets to drop the guesses
+// (the negative control) changes the logits.
+TEST_F(Generate, SpeculativeDraftsAgreeWithPlainDecoding) {
+  torch::manual_seed(5);
+  const Prompt p = padded_prompt();
+  const torch::Tensor tokens = at::cat({p.ids, at::randint(2, 64, {3, 8}, p.ids.options())}, 1);
+  const torch::Tensor plain = decode_logits(model, tokens, p.mask, 11, {});
+  const std::vector<Draft> singles(8, Draft{1, 1});
+  EXPECT_TRUE(at::equal(speculative_logits(model, tokens, p.mask, 11, {}, singles), plain));
+  const std::vector<Draft> drafts{{3, 2}, {4, 1}, {2, 2}, {5, 3}};
+  const torch::Tensor speculative = speculative_logits(model, tokens, p.mask, 11, {}, drafts);
+  const torch::Tensor real = at::cat({p.mask, at::ones({3, 8}, torch::kInt64)}, 1).to(torch::kBool);
+  const double error = (speculative - plain).abs().amax(-1).masked_select(real).max().item<double>();
+  std::cout << "max |speculative - plain| over real tokens " << error << "\n";
+  EXPECT_LT(error, 1e-4);
+
+  KvCacheOps keeps_guesses = reference_kv_cache_ops();
+  keeps_guesses.rollback = [](LayerKvCache&, int64_t) {};
+  keeps_guesses.update = [](LayerKvCache& cache, const torch::Tensor& k, const torch::Tensor& v, int64_t) {
+    const CacheContents held = reference_kv_cache_ops().contents(cache);
+    const int64_t end = held.k.defined() ? held.first + held.k.size(2) : 0;
+    reference_kv_cache_ops().update(cache, k, v, end);  // appended after the guesses
+  };
+  keeps_guesses.attention = [](const torch::Tensor& q, const LayerKvCache& cache, const DecodeAttentionSpec& spec) {
+    CacheContents held = reference_kv_cache_ops().contents(cache);  // the guesses count as the newest context
+    const int64_t surplus = std::max<int64_t>(0, held.k.size(2) - (spec.start + q.size(1)));
+    held = {held.k.slice(2, surplus), held.v.slice(2, surplus), 0};
+    held.first = spec.start + q.size(1) - held.k.size(2);
+    return attend_entries(q, held, spec);
+  };
+  GenerateOptions wrong;
+  wrong.cache_ops = &keeps_guesses;
+  const torch::Tensor bad = speculative_logits(model, tokens, p.mask, 11, wrong, drafts);
+  EXPECT_GT((bad - plain).abs().amax(-1).masked_select(real).max().item<double>(), 1e-2);
+}
+
+TEST_F(Generate, RollbackRequestsOutOfRangeAreErrorsNamingTheLimit) {
+  const Prompt p = padded_prompt();
+  DecodeState state = model.start_decode(3, 20, reference_kv_cache_ops(), KvKeyConvention::kLayerType, 2);
+  model.decode(state, p.ids, generation_positions(p.mask), p.mask, nullptr);
+  EXPECT_THROW(model.rollback(state, 3), Error);  // more than max_rollback
+  model.rollback(state, 2);
+  EXPECT_EQ(state.length, 9);
+  try {
+    model.rollback(state, 1);  // a second rollback before the next step
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("max_rollback 2"), std::string::npos) << e.what();
+  }
+  KvCacheOps no_rollback = reference_kv_cache_ops();
+  no_rollback.rollback = nullptr;
+  EXPECT_THROW(model.start_decode(3, 20, no_rollback, KvKeyConvention::kLayerType, 2), Error);
+  EXPECT_THROW(speculative_logits(model, p.ids, p.mask.slice(1, 0, 9), 9, {}, {Draft{2, 0}}), Error);
+}
+
 }  // namespace
 }  // namespace gemma4

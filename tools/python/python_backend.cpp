@@ -92,7 +92,7 @@ void replace_ops(LayerOps& ops, const std::string& backend, const py::dict& give
     } else {
       throw Error("backend '" + backend + "': unknown op '" + op +
                   "' (rms_norm, qk_norm_rope, attention, geglu, moe_experts, cache_make, cache_update, "
-                  "cache_attention, cache_contents)");
+                  "cache_attention, cache_contents, cache_rollback)");
     }
   }
 }
@@ -111,7 +111,8 @@ struct PythonCache : LayerKvCache {
 const py::object& python_cache(const LayerKvCache& cache) { return dynamic_cast<const PythonCache&>(cache).object; }
 
 // The four cache callables, all or none: cache_make(spec) -> any object; cache_update(cache, k, v,
-// start); cache_attention(q, cache, spec) -> [B, c, Hq*D]; cache_contents(cache) -> (k, v, first).
+// start); cache_attention(q, cache, spec) -> [B, c, Hq*D]; cache_contents(cache) -> (k, v, first);
+// and optionally cache_rollback(cache, n) (speculative decoding), which needs the four.
 KvCacheOps cache_ops(const std::string& backend, const py::dict& given) {
   const char* names[] = {"cache_make", "cache_update", "cache_attention", "cache_contents"};
   std::vector<std::shared_ptr<Callable>> fns;
@@ -125,6 +126,8 @@ KvCacheOps cache_ops(const std::string& backend, const py::dict& given) {
     if (!PyCallable_Check(fn.ptr())) throw Error("backend '" + backend + "': op " + name + " is not callable");
     fns.push_back(std::make_shared<Callable>(backend, name, fn));
   }
+  const bool rollback = given.contains("cache_rollback") && !given["cache_rollback"].is_none();
+  if (fns.empty() && rollback) throw Error("backend '" + backend + "': cache_rollback needs the four other cache ops");
   if (fns.empty()) return {};
   if (!missing.empty()) throw Error("backend '" + backend + "': a KV cache needs all four cache ops; missing " + missing);
   KvCacheOps ops;
@@ -150,6 +153,14 @@ KvCacheOps cache_ops(const std::string& backend, const py::dict& given) {
     return CacheContents{fn->tensor(kvf[0], "the cached keys"), fn->tensor(kvf[1], "the cached values"),
                          kvf[2].cast<int64_t>()};
   };
+  if (rollback) {
+    const py::object given_fn = given["cache_rollback"];
+    if (!PyCallable_Check(given_fn.ptr())) throw Error("backend '" + backend + "': op cache_rollback is not callable");
+    ops.rollback = [fn = std::make_shared<Callable>(backend, "cache_rollback", given_fn)](LayerKvCache& cache, int64_t n) {
+      py::gil_scoped_acquire gil;
+      (*fn)(python_cache(cache), n);
+    };
+  }
   return ops;
 }
 
@@ -212,6 +223,8 @@ void bind_op_arguments(py::module_& m) {
       .def_readonly("head_dim", &CacheSpec::head_dim)
       .def_readonly("window", &CacheSpec::window, "sliding layers: a query sees the last `window` indices; 0: all")
       .def_readonly("capacity", &CacheSpec::capacity, "the most token indices the run reaches")
+      .def_readonly("max_rollback", &CacheSpec::max_rollback,
+                    "the most entries one cache_rollback may drop; a sliding cache keeps that many more")
       .def_property_readonly("dtype", [](const CacheSpec& s) { return golden::dtype_name(s.dtype); }, "f32, bf16 or f16")
       .def_property_readonly("device", [](const CacheSpec& s) { return s.device.str(); });
   py::class_<DecodeAttentionSpec>(m, "DecodeAttentionSpec",

@@ -45,9 +45,9 @@ Golden = _core.Golden
 Verdict = _core.CheckResult
 
 # The ops a backend may replace, with the contracts of reference/layer_ops.h, then the KV cache ops
-# of decoding (reference/kv_cache.h; all four or none).
+# of decoding (reference/kv_cache.h; all four or none, and cache_rollback with them or not at all).
 OPS = ("rms_norm", "qk_norm_rope", "attention", "geglu", "moe_experts",
-       "cache_make", "cache_update", "cache_attention", "cache_contents")
+       "cache_make", "cache_update", "cache_attention", "cache_contents", "cache_rollback")
 DTYPES = ("f32", "bf16", "f16")
 DEVICES = ("cpu", "cuda")
 
@@ -98,12 +98,16 @@ class Backend:
       moe_experts(x, top_index, top_weights, gate_up_proj, down_proj) -> [T, H]
     Decoding with a KV cache (reference/kv_cache.h; all four, or none for the reference's cache):
       cache_make(spec) -> any object: one storing layer's cache; spec.layer, .layer_type, .batch, .kv_heads,
-          .head_dim, .window (sliding: a query sees the last `window` indices; 0: all), .capacity, .dtype, .device
+          .head_dim, .window (sliding: a query sees the last `window` indices; 0: all), .capacity,
+          .max_rollback (keep that many entries more on sliding layers), .dtype, .device
       cache_update(cache, k, v, start): the step's k, v [B,Hkv,c,D] (after norm and RoPE) at indices start..
       cache_attention(q, cache, spec) -> [B, c, Hq*D]: the step's q [B,c,Hq,D] against the updated cache,
           scale 1, fp32 softmax; spec.layer_type, .sliding_window, .start, .padding ([B, start+c] int64,
           1 = token), .kv_shared (the cache is the source layer's, already updated this step)
       cache_contents(cache) -> (k, v, first): what it holds, [B,Hkv,T,D] oldest first, first = index of entry 0
+      cache_rollback(cache, n), optional: forget the newest n entries (a rejected speculative draft,
+          1 <= n <= spec.max_rollback); the next cache_update starts n indices earlier. Without it,
+          speculative decoding is reported as not supported
     """
 
     name: str
@@ -116,6 +120,7 @@ class Backend:
     cache_update: Optional[Callable] = None
     cache_attention: Optional[Callable] = None
     cache_contents: Optional[Callable] = None
+    cache_rollback: Optional[Callable] = None
     capabilities: Union[Capabilities, Mapping, None] = None
     description: str = ""
 

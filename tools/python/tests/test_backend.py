@@ -44,6 +44,7 @@ FAULTY = [
     ("interleaved_rope", "qk_norm_rope", "golden|op_sweep"),
     ("moe_gate_up_swapped", "moe_experts", "golden"),
     ("decode_window_plus_one", "cache_attention", "decode"),
+    ("decode_rollback_without_spare_slots", "cache_make", "decode"),
 ]
 
 
