@@ -37,16 +37,20 @@ enum class Expectation {
 const char* expectation_name(Expectation e);  // "pass", "fail", "may pass"
 bool is_legitimate(const impl::Backend& backend);  // reference, fused or variant
 Expectation expectation_for(const impl::Backend& backend, torch::ScalarType dtype);
-// The suite filter that runs where a faulty backend's bug must show (its declared categories);
-// "" (everything) for any other backend.
-std::string declared_filter(const impl::Backend& backend);
+// The categories a run covers: of `selected` (calibrate --categories; every category by default),
+// all for a legitimate backend, and for a faulty one those where its bug must show (its declared
+// categories); empty when a faulty backend declares none of them. The suite filter that runs them:
+// "" when they are every category.
+std::vector<Category> run_categories(const impl::Backend& backend, const std::vector<Category>& selected);
+std::string categories_filter(const std::vector<Category>& categories);
 
 // Whether a run's verdict is the one its backend's kind declares, in one line.
 struct Judgement {
   bool as_expected = false;
   std::string finding;  // "pass (81 checks)", "fails in golden (12 results)", "PASSES in decode", ...
 };
-Judgement judge(const Run& run, const impl::Backend& backend, Expectation expect);
+// `categories`: the run's (run_categories); a faulty backend must fail in each of them.
+Judgement judge(const Run& run, const std::vector<Category>& categories, Expectation expect);
 
 // A backend to calibrate and how a child `conform` selects it: {"--backend", name} or
 // {"--backend-lib", path}.
@@ -62,6 +66,7 @@ struct CalibrationRun {
   torch::ScalarType dtype = torch::kFloat32;
   IsaLevel isa;
   Expectation expect = Expectation::kPass;
+  std::vector<Category> categories;  // run_categories
   // Filled after the run.
   Run run;
   Judgement judgement;
@@ -72,8 +77,10 @@ struct CalibrationRun {
 // One run per subject, dtype and ISA level (CPU; on CUDA only "native"), skipping a backend that
 // does not support the device or dtype. A faulty backend runs only the categories where its bug
 // must show (declared_filter); a plugin is held to its declared kind like any backend.
+// Only the categories in `selected` run; a faulty backend that declares none of them is left out.
 std::vector<CalibrationRun> plan_runs(const std::vector<Subject>& subjects, const std::vector<torch::ScalarType>& dtypes,
-                                      const std::vector<IsaLevel>& isas, const torch::Device& device);
+                                      const std::vector<IsaLevel>& isas, const torch::Device& device,
+                                      const std::vector<Category>& selected);
 
 // Per dtype and category: the worst legitimate ratio (error / bound) and the weakest faulty one.
 struct Separation {

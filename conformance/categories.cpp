@@ -14,6 +14,7 @@ const std::vector<CategoryInfo>& categories() {
       {Category::kDeterminism, "determinism", determinism_checks},
       {Category::kBadInput, "bad_input", bad_input_checks},
       {Category::kDecode, "decode", decode_checks},
+      {Category::kRealSize, "real_size", real_size_checks},
   };
   return table;
 }

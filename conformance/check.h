@@ -94,5 +94,16 @@ std::vector<Check> determinism_checks(const SuiteOptions& options);
 std::vector<Check> bad_input_checks(const SuiteOptions& options);
 std::vector<Check> decode_checks(const SuiteOptions& options);
 std::vector<Check> decode_kernel_checks();  // decode/kernel/*, part of decode_checks
+std::vector<Check> real_size_checks(const SuiteOptions& options);
+
+// One golden file recomputed through the backend and judged (checks_golden.cpp): what golden and
+// real_size do with each file.
+void check_golden_file(const std::string& path, const SuiteOptions& options, Reporter& reporter);
+// One decode golden (golden/FORMAT.md, "Decode goldens") teacher-forced through the backend's
+// layer and cache ops, plainly or as speculative drafts (checks_decode.cpp): the scores, and the
+// prompt caches where the file has them, judged by the family rule.
+void check_decode_golden(const std::string& path, bool speculative, const SuiteOptions& options, Reporter& reporter);
+// The golden files of one dtype in `dir` ("<case>.<dtype>.h5", suffix ".<dtype>.h5"), sorted.
+std::vector<std::string> golden_files(const std::string& dir, const std::string& suffix);
 
 }  // namespace gemma4::conformance

@@ -187,17 +187,24 @@ Tensor judged_without_ties(const golden::DecodeGolden& g, const std::string& nam
   return file_mask == g.judged.end() ? judged : judged * file_mask->second;
 }
 
-void check_transformers(const std::string& path, const SuiteOptions& o, Reporter& r) {
+}  // namespace
+
+void check_decode_golden(const std::string& path, bool speculative, const SuiteOptions& o, Reporter& r) {
   const golden::DecodeGolden g = golden::read_decode_golden(path);
   const Config config = parse_config(g.config);
   const std::string why = unsupported(o, config);
   if (!why.empty()) return r.not_supported(why);
-  const Model model = load_model(g.case_dir, o.dtype, o.device);
-  const TensorMap candidate = golden::decode_candidate(g, model, candidate_decoder(o, 0, g.kv_key).options);
+  if (speculative && o.backend.kv_cache.make && !o.backend.kv_cache.rollback) {
+    return r.not_supported("the backend's KV cache has no rollback (speculative decoding)");
+  }
+  const std::vector<Draft>* drafts = speculative ? &kDrafts : nullptr;
+  const Model model = golden::decode_model(g, o.dtype, o.device);
+  const TensorMap candidate = golden::decode_candidate(g, model, candidate_decoder(o, 0, g.kv_key).options, drafts);
   std::vector<std::pair<std::string, TensorMap>> family;
   for (const Decoder& d : family_decoders(o, 0, g.kv_key)) {
-    family.emplace_back(d.name, shared_result<TensorMap>("decode/transformers|" + path + "|" + d.name, o, [&] {
-                          return golden::decode_candidate(g, model, d.options);
+    const std::string key = std::string(speculative ? "decode/speculative|" : "decode/golden|") + path + "|" + d.name;
+    family.emplace_back(d.name, shared_result<TensorMap>(key, o, [&] {
+                          return golden::decode_candidate(g, model, d.options, drafts);
                         }));
   }
   // Near-ties from the reference's fp32 run (it equals transformers': golden verify) and its same-dtype run.
@@ -205,7 +212,7 @@ void check_transformers(const std::string& path, const SuiteOptions& o, Reporter
   const FullForward same_dtype = reduced ? full_forward(model, g.sequences, g.attention_mask) : FullForward{};
   const Tensor ties =
       reduced
-          ? near_ties(full_forward(load_model(g.case_dir, torch::kFloat32, o.device), g.sequences, g.attention_mask),
+          ? near_ties(full_forward(golden::decode_model(g, torch::kFloat32, o.device), g.sequences, g.attention_mask),
                       same_dtype, config.top_k_experts, o.dtype)
           : at::zeros(g.sequences.sizes(), at::kBool);
   const int64_t S = g.prompt_length(), N = g.max_new_tokens;
@@ -217,6 +224,7 @@ void check_transformers(const std::string& path, const SuiteOptions& o, Reporter
         {"reference full forward", {{"scores", same_dtype.logits.slice(1, S - 1, S - 1 + N).transpose(0, 1)}}});
   }
   for (const auto& [name, expected] : g.expected) {
+    if (!candidate.count(name)) continue;  // speculative runs give scores only
     const Tensor judged = judged_without_ties(g, name, ties);
     if (judged.sum().item<int64_t>() == 0) continue;  // every position a near-tie: the routing row says so
     Members members;
@@ -226,8 +234,6 @@ void check_transformers(const std::string& path, const SuiteOptions& o, Reporter
     r.record(name, family_verdict(candidate.at(name), expected, members, judged, o.dtype));
   }
 }
-
-}  // namespace
 
 std::vector<Check> decode_checks(const SuiteOptions& o) {
   std::vector<Check> checks;
@@ -246,7 +252,7 @@ std::vector<Check> decode_checks(const SuiteOptions& o) {
     const std::string path = files::join(files::join(transformers, name), "decode.f32.h5");
     if (!files::is_file(path)) continue;
     checks.push_back({Category::kDecode, "transformers/" + name,
-                      [path](const SuiteOptions& o, Reporter& r) { check_transformers(path, o, r); }});
+                      [path](const SuiteOptions& o, Reporter& r) { check_decode_golden(path, false, o, r); }});
   }
   for (Check& c : decode_kernel_checks()) checks.push_back(std::move(c));
   return checks;

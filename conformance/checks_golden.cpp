@@ -12,17 +12,6 @@
 namespace gemma4::conformance {
 namespace {
 
-// Golden files of one dtype in `dir` ("<case>.<dtype>.h5"), sorted.
-std::vector<std::string> golden_files(const std::string& dir, const std::string& suffix) {
-  std::vector<std::string> out;
-  for (const std::string& name : files::list_directory(dir)) {
-    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      out.push_back(files::join(dir, name));
-    }
-  }
-  return out;
-}
-
 
 // What the backend must support to recompute `g`: an op case names its head dim and window in
 // its parameters, a model case in its config.
@@ -33,7 +22,19 @@ std::string unsupported_by(const golden::GoldenCase& g, const SuiteOptions& o) {
                                             sliding ? g.config.value("sliding_window", int64_t{0}) : 0);
 }
 
-void check_golden(const std::string& path, const SuiteOptions& o, Reporter& reporter) {
+}  // namespace
+
+std::vector<std::string> golden_files(const std::string& dir, const std::string& suffix) {
+  std::vector<std::string> out;
+  for (const std::string& name : files::list_directory(dir)) {
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      out.push_back(files::join(dir, name));
+    }
+  }
+  return out;
+}
+
+void check_golden_file(const std::string& path, const SuiteOptions& o, Reporter& reporter) {
   const golden::GoldenCase g = golden::read_golden(path);
   const std::string why = unsupported_by(g, o);
   if (!why.empty()) return reporter.not_supported(why);
@@ -41,25 +42,23 @@ void check_golden(const std::string& path, const SuiteOptions& o, Reporter& repo
   report(golden::judge(g, golden::recompute(g, o.device, backend_ops(o)), o.backend.name), reporter);
 }
 
-}  // namespace
-
 std::vector<Check> golden_checks(const SuiteOptions& o) {
   const std::string suffix = "." + golden::dtype_name(o.dtype) + ".h5";
   std::vector<Check> checks;
   for (const std::string& path : golden_files(files::join(o.golden_dir, "reference/op"), suffix)) {
     const std::string name = "op/" + path.substr(path.rfind('/') + 1, path.size() - path.rfind('/') - 1 - suffix.size());
-    checks.push_back({Category::kGolden, name, [path](const SuiteOptions& o, Reporter& r) { check_golden(path, o, r); }});
+    checks.push_back({Category::kGolden, name, [path](const SuiteOptions& o, Reporter& r) { check_golden_file(path, o, r); }});
   }
   for (const std::string& path : golden_files(files::join(o.golden_dir, "reference/model"), suffix)) {
     const std::string name = "model/" + path.substr(path.rfind('/') + 1, path.size() - path.rfind('/') - 1 - suffix.size());
-    checks.push_back({Category::kGolden, name, [path](const SuiteOptions& o, Reporter& r) { check_golden(path, o, r); }});
+    checks.push_back({Category::kGolden, name, [path](const SuiteOptions& o, Reporter& r) { check_golden_file(path, o, r); }});
   }
   const std::string transformers = files::join(o.golden_dir, "transformers");
   for (const std::string& name : files::list_directory(transformers)) {
     const std::string path = files::join(files::join(transformers, name), "golden" + suffix);
     if (!files::is_file(path)) continue;
     checks.push_back({Category::kGolden, "transformers/" + name,
-                      [path](const SuiteOptions& o, Reporter& r) { check_golden(path, o, r); }});
+                      [path](const SuiteOptions& o, Reporter& r) { check_golden_file(path, o, r); }});
   }
   return checks;
 }

@@ -152,7 +152,10 @@ TensorMap recompute(const GoldenCase& g, const torch::Device& device, const Forw
     const Config config = parse_config(g.config);
     ForwardOptions options = backend;
     options.kv_key = parse_kv_key_convention(g.kv_key);
-    got = run_model(config, weights_from_map(config, g.weights, dtype, device), to_device(g.inputs, dtype, device), options);
+    // Real-size cases (golden/real/) store no weights: the counter generator recreates them.
+    const ModelWeights w = g.weights_mode == "generated" ? random_weights(config, g.seed, dtype, device)
+                                                         : weights_from_map(config, g.weights, dtype, device);
+    got = run_model(config, w, to_device(g.inputs, dtype, device), options);
   } else {
     const Config config = parse_config(g.config);
     const int l = static_cast<int>(g.layer);

@@ -5,6 +5,7 @@
 #include "golden/h5_tensors.h"
 #include "reference/error.h"
 #include "reference/hf_checkpoint.h"
+#include "reference/weights.h"
 
 namespace gemma4::golden {
 namespace {
@@ -98,6 +99,14 @@ DecodeGolden read_decode_golden(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": root attribute 'config' is not JSON: " + e.what());
   }
+  if (file.has_attr("/", "weights")) g.weights_mode = file.attr_string("/", "weights");
+  if (g.weights_mode != "stored" && g.weights_mode != "generated") {
+    throw Error(path + ": root attribute 'weights' is '" + g.weights_mode + "', expected 'stored' or 'generated'");
+  }
+  if (g.weights_mode == "generated") {
+    if (!file.has_attr("/", "seed")) throw Error(path + ": weights = generated but no root attribute 'seed'");
+    g.seed = static_cast<uint64_t>(file.attr_int("/", "seed"));
+  }
   if (!file.has_attr("/", "max_new_tokens")) throw Error(path + ": missing root attribute 'max_new_tokens'");
   g.max_new_tokens = file.attr_int("/", "max_new_tokens");
 
@@ -132,7 +141,7 @@ DecodeGolden read_decode_golden(const std::string& path) {
     g.expected[name] = t;
   }
   check_cache_entries(g);
-  g.judged = read_tree(file, "judged");
+  if (file.exists("judged")) g.judged = read_tree(file, "judged");  // none without caches (golden/real/)
   for (const auto& [name, mask] : g.judged) {
     const auto it = g.expected.find(name);
     if (it == g.expected.end()) throw Error(path + ": 'judged/" + name + "' names no dataset of expected/");
@@ -144,7 +153,18 @@ DecodeGolden read_decode_golden(const std::string& path) {
   return g;
 }
 
-TensorMap decode_candidate(const DecodeGolden& g, const Model& model, const GenerateOptions& options) {
+Model decode_model(const DecodeGolden& g, torch::ScalarType dtype, const torch::Device& device) {
+  if (g.weights_mode == "stored") return load_model(g.case_dir, dtype, device);
+  const Config config = parse_config(g.config);
+  return Model(config, random_weights(config, g.seed, dtype, device));
+}
+
+TensorMap decode_candidate(const DecodeGolden& g, const Model& model, const GenerateOptions& options,
+                           const std::vector<Draft>* drafts) {
+  if (drafts) {
+    const Tensor logits = speculative_logits(model, g.sequences, g.attention_mask, g.prompt_length(), options, *drafts);
+    return {{"scores", logits.slice(1, g.prompt_length() - 1, g.prompt_length() - 1 + g.max_new_tokens).transpose(0, 1)}};
+  }
   std::map<int, CacheContents> caches;
   const Tensor logits = decode_logits(model, g.sequences, g.attention_mask, g.prompt_length(), options, &caches);
   TensorMap out;
@@ -168,7 +188,7 @@ TensorMap decode_candidate(const DecodeGolden& g, const Model& model, const Gene
 }
 
 VerifyReport verify_decode_golden(const DecodeGolden& g, const torch::Device& device) {
-  const Model model = load_model(g.case_dir, torch::kFloat32, device);
+  const Model model = decode_model(g, torch::kFloat32, device);
   VerifyReport report;
   // The golden's datasets as an f32 golden case, judged as every golden file is (golden::judge).
   GoldenCase as_golden;

@@ -18,6 +18,10 @@ namespace gemma4::golden {
 struct DecodeGolden {
   std::string path, name, description, generator;
   std::string case_dir;  // the directory of the file: config.json and the checkpoint
+  // "stored": the checkpoint in case_dir; "generated" (golden/real/): the counter generator's
+  // weights for `seed` (FORMAT.md, "Real-size goldens").
+  std::string weights_mode = "stored";
+  uint64_t seed = 0;
   nlohmann::json config;
   int64_t max_new_tokens = 0;
   KvKeyConvention kv_key = KvKeyConvention::kLayerType;
@@ -38,11 +42,17 @@ bool is_decode_golden(const std::string& path);
 // Reads and checks a decode golden: throws gemma4::Error naming the file and what is wrong.
 DecodeGolden read_decode_golden(const std::string& path);
 
+// The model a decode golden was made with, in `dtype` on `device`: its checkpoint, or its
+// generated weights.
+Model decode_model(const DecodeGolden& golden, torch::ScalarType dtype, const torch::Device& device);
+
 // The golden's sequences fed through `model` with `options` (its ops, cache ops and prefill
 // chunk), teacher-forced (reference/generate.h decode_logits): "scores", the logits each new token
 // was chosen from, and the prompt caches cut to the golden's entries, named as in `expected`. A
 // cache that no longer holds an entry the golden has throws gemma4::Error naming the layer.
-TensorMap decode_candidate(const DecodeGolden& golden, const Model& model, const GenerateOptions& options);
+// With `drafts`, the new tokens come as speculative drafts (speculative_logits): scores only.
+TensorMap decode_candidate(const DecodeGolden& golden, const Model& model, const GenerateOptions& options,
+                           const std::vector<Draft>* drafts = nullptr);
 
 // golden verify of a decode file, on `device` in f32 with the reference: teacher-forced scores and
 // caches (prompt in one piece, and in chunks of 5) under check_fp32, and generate's own tokens,

@@ -179,6 +179,8 @@ ForwardInputs forward_inputs(const TensorMap& inputs, const torch::Device& devic
   in.input_ids = inputs.at("input_ids").to(device);
   if (inputs.count("labels")) in.labels = inputs.at("labels").to(device);
   if (inputs.count("attention_mask")) in.attention_mask = inputs.at("attention_mask").to(device);
+  // Packed rows (FORMAT.md, "Real-size goldens"): the positions restart at each sequence.
+  if (inputs.count("position_ids")) in.position_ids = inputs.at("position_ids").to(device);
   return in;
 }
 

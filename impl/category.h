@@ -15,6 +15,7 @@ enum class Category {
   kDeterminism,
   kBadInput,
   kDecode,
+  kRealSize,
 };
 
 }  // namespace gemma4::impl

@@ -45,7 +45,7 @@ AttentionOutputs attention(const Config& c, int l, const AttentionWeights& w, co
     out = in.cache_ops->attention(q, *in.cache,
                                   {spec.type, c.sliding_window, in.cache_start, in.padding, spec.kv_shared});
   } else {
-    out = ops.attention(q, k, v, attention_spec(c, spec.type, in.padding));
+    out = ops.attention(q, k, v, attention_spec(c, spec.type, in.padding, in.segments));
   }
   return {at::linear(out, w.o_proj), k, v};
 }

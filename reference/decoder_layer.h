@@ -19,6 +19,7 @@ struct LayerInputs {
   torch::Tensor rope_cos, rope_sin;  // [T, D] of this layer's type (RopeTable)
   torch::Tensor padding;             // [B, S] int64 attention_mask (1 token, 0 padding), or undefined
   torch::Tensor rope_positions;      // [B, S] int64 (RopeTable::positions), or undefined: 0..S-1
+  torch::Tensor segments;            // [B, S] int64 packed sequences (AttentionSpec::segments), or undefined
 
   // Decoding with a cache (reference/kv_cache.h), else null: the layer's own cache, which it
   // updates with this step's K/V, or on a KV-shared layer its source layer's, which it only reads.

@@ -68,9 +68,10 @@ void validate_inputs(const Config& c, const ForwardInputs& in) {
 
 // The tensors a layer receives, flattened for checkpoint() and back.
 std::vector<Tensor> pack(const LayerInputs& in) {
-  return {in.hidden, in.per_layer_input, in.shared_k, in.shared_v, in.rope_cos, in.rope_sin, in.padding, in.rope_positions};
+  return {in.hidden,   in.per_layer_input, in.shared_k, in.shared_v,     in.rope_cos,
+          in.rope_sin, in.padding,         in.rope_positions, in.segments};
 }
-LayerInputs unpack(const std::vector<Tensor>& t) { return {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]}; }
+LayerInputs unpack(const std::vector<Tensor>& t) { return {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8]}; }
 // A replaced hand-off's in-layer step: what arrived as inputs becomes what attention reads.
 void apply_in_layer(const KvHandoff::InLayer& in_layer, LayerInputs& in) {
   if (!in_layer) return;
@@ -112,6 +113,7 @@ ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions&
   const Tensor padding = inputs.attention_mask.defined() ? inputs.attention_mask.to(device) : Tensor();
   const Tensor positions = inputs.position_ids.defined() ? inputs.position_ids.to(device) : Tensor();
   const int64_t rows = positions.defined() ? positions.max().item<int64_t>() + 1 : ids.size(1);
+  const Tensor segments = packed_sequences(positions, padding);
 
   auto [h, ple] = embed(ids);
   std::map<LayerType, RopeTable> rope;
@@ -129,7 +131,7 @@ ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions&
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerSpec& spec = c.layers[l];
     LayerInputs in{h, ple.defined() ? ple.select(2, l) : Tensor(), Tensor(), Tensor(),
-                   rope[spec.type].cos, rope[spec.type].sin, padding, positions};
+                   rope[spec.type].cos, rope[spec.type].sin, padding, positions, segments};
     KvHandoff::InLayer in_layer;
     if (spec.kv_shared) {
       const std::string key = kv_read_key(c, l, options.kv_key);

@@ -69,8 +69,21 @@ double lowest_value(torch::ScalarType dtype) {
   }
 }
 
-AttentionSpec attention_spec(const Config& config, LayerType type, const torch::Tensor& padding) {
-  return {type, config.sliding_window, config.bidirectional, padding};
+AttentionSpec attention_spec(const Config& config, LayerType type, const torch::Tensor& padding,
+                             const torch::Tensor& segments) {
+  return {type, config.sliding_window, config.bidirectional, padding, segments};
+}
+
+torch::Tensor packed_sequences(const torch::Tensor& position_ids, const torch::Tensor& attention_mask) {
+  if (!position_ids.defined() || position_ids.size(1) < 2) return {};
+  const torch::Tensor starts = position_ids.slice(1, 1).ne(position_ids.slice(1, 0, -1) + 1);
+  torch::Tensor segments = at::cat({at::zeros_like(starts.slice(1, 0, 1)), starts}, 1).to(torch::kInt64).cumsum(1);
+  if (attention_mask.defined()) {  // a padded row is one sequence
+    const torch::Tensor padded = attention_mask.eq(0).any(1, /*keepdim=*/true).to(segments.device());
+    segments = segments.masked_fill(padded, 0);
+  }
+  if (!segments.ne(0).any().item<bool>()) return {};
+  return segments;
 }
 
 torch::Tensor attention_mask(const Config& config, LayerType type, int64_t batch, int64_t seq_len,
@@ -103,6 +116,11 @@ torch::Tensor index_attention_mask(const AttentionSpec& spec, const torch::Tenso
   allowed = allowed.view({1, 1, queries, keys}).expand({batch, 1, queries, keys});
   const torch::Tensor& padding = spec.padding;
   if (padding.defined()) allowed = allowed & padding.to(device).to(torch::kBool).view({batch, 1, 1, keys});
+  if (spec.segments.defined()) {  // packed rows: a query sees its own sequence's keys only
+    const torch::Tensor s = spec.segments.to(device);
+    allowed = allowed & s.index_select(1, query_index).view({batch, 1, queries, 1})
+                            .eq(s.index_select(1, key_index).view({batch, 1, 1, keys}));
+  }
   const auto opts = torch::TensorOptions().dtype(dtype).device(device);
   return at::where(allowed, at::zeros({}, opts), at::full({}, lowest_value(dtype), opts));
 }

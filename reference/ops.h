@@ -40,8 +40,19 @@ struct AttentionSpec {
   int64_t sliding_window = 0;  // as in config.json: query i sees keys i - window + 1 .. i
   bool bidirectional = false;  // use_bidirectional_attention == "all"
   torch::Tensor padding;       // [B, S] int64, 1 token / 0 padding (applied to keys); may be undefined
+  // [B, S] int64: the packed sequence each token belongs to; a query sees keys of its own sequence
+  // only. Undefined: every row is one sequence (packed_sequences()).
+  torch::Tensor segments;
 };
-AttentionSpec attention_spec(const Config& config, LayerType type, const torch::Tensor& padding);
+AttentionSpec attention_spec(const Config& config, LayerType type, const torch::Tensor& padding,
+                             const torch::Tensor& segments = {});
+
+// Several sequences packed in one row, told by their position ids as transformers tells them
+// (masking_utils.find_packed_sequence_indices): a sequence starts wherever a position is not the
+// previous one + 1. transformers looks for packing only when no attention mask is given, so a row
+// with padding is one sequence. [B, S] int64 sequence numbers, or undefined when every row is one
+// sequence (also when position_ids is undefined).
+torch::Tensor packed_sequences(const torch::Tensor& position_ids, const torch::Tensor& attention_mask);
 
 // torch.finfo(dtype).min: what transformers' eager masks add where attention is forbidden.
 double lowest_value(torch::ScalarType dtype);

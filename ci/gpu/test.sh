@@ -37,9 +37,15 @@
 #   model-tests           the historic environments (impl/third_party/historic_envs.sh, offline
 #                         from .whl/historic/ when there) and pytest with GEMMA4_TEST_DEVICE=cuda
 #                         ($TESTS, default test_conform_model.py and test_historic.py; $TESTS_TIMEOUT, 540 s);
+#   real-size             the real-size goldens (golden/real, FORMAT.md): the f16 files made here on CUDA
+#                         by transformers with their baselines (hf_real_cases.py --dtype f16 --device
+#                         cuda), then calibrate --device cuda --categories real_size in $DTYPES: every
+#                         legitimate backend passes, each faulty one that declares real_size fails;
 #   calibrate             gemma4-conform calibrate --device cuda in $DTYPES (default bf16,f16,f32; $JOBS
-#                         at a time, default 4): legitimate backends pass, faulty ones fail where they say;
-#   calibrate-cpu         calibrate on the host's CPU at every oneDNN ISA level it offers ($JOBS, default 8).
+#                         at a time, default 4): legitimate backends pass, faulty ones fail where they
+#                         say; real_size is the step above's;
+#   calibrate-cpu         calibrate on the host's CPU at every oneDNN ISA level it offers ($JOBS, default
+#                         8), real_size left out (minutes per run at every level).
 # Optional steps (only with --only):
 #   cuda-ops              golden and op_sweep with one fused op at a time (GEMMA4_CUDA_OPS), to bisect;
 #   cuda-quick            one kernel iteration: the suite for both cuda backends in bf16 and f16
@@ -50,7 +56,7 @@ set -uo pipefail
 # shellcheck source=ci/gpu/common.sh
 source "$(dirname "$0")/common.sh" || exit 2
 STEPS_DEFAULT=(build ctest compare-transformers golden-verify golden-real conform cuda-backend decode python
-  third-party third-party-controls model model-tests calibrate calibrate-cpu)
+  third-party third-party-controls model model-tests real-size calibrate calibrate-cpu)
 STEPS_OPTIONAL=(cuda-ops cuda-quick)
 stage_init test "$@"
 CLI=build/bin/gemma4-conform
@@ -279,13 +285,21 @@ calibrate_run() {
   grep -E "WRONG|^  (f32|bf16|f16) |^PASS|^FAIL" "$OUT/$name.txt" | tail -40
 }
 
+if step real-size && python_env; then
+  run real-size-f16 0 "$OUT/real_size_f16.log" \
+    python3 golden/generators/hf_real_cases.py --out golden/real --dtype f16 --device cuda --conform $CLI
+  calibrate_run "real-size-cuda-$(gpu_key)" --device cuda --categories real_size --dtype "${DTYPES:-bf16,f16,f32}" \
+    --jobs "${JOBS:-4}"
+fi
+
 if step calibrate; then
-  calibrate_run "calibrate-cuda-$(gpu_key)" --device cuda --dtype "${DTYPES:-bf16,f16,f32}" --jobs "${JOBS:-4}"
+  calibrate_run "calibrate-cuda-$(gpu_key)" --device cuda --dtype "${DTYPES:-bf16,f16,f32}" --jobs "${JOBS:-4}" \
+    --skip-categories real_size
 fi
 
 if step calibrate-cpu; then
   lscpu | grep -E "Model name|Flags" | cut -c1-300 > "$OUT/cpu-model.txt"
-  calibrate_run calibrate-cpu --isa auto --jobs "${JOBS:-8}"
+  calibrate_run calibrate-cpu --isa auto --jobs "${JOBS:-8}" --skip-categories real_size
 fi
 
 stage_finish

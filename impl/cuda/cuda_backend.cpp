@@ -8,6 +8,7 @@
 #include "impl/cuda/elementwise_ops.h"
 #include "impl/cuda/kv_cache_op.h"
 #include "reference/error.h"
+#include "reference/ops.h"
 
 namespace gemma4::impl {
 
@@ -20,7 +21,7 @@ Backend cuda_backend(cuda::DqOrder dq_order) {
   b.kind = BackendKind::kFused;
   b.description =
       "fused CUDA kernels for Hopper (sm_90): attention with tiles outside the window skipped (head dims up to 512), "
-      "q/k norm + RoPE, GeGLU" +
+      "q/k norm + RoPE, GeGLU; packed rows (several sequences in one row) go to the reference's eager attention" +
       std::string(fixed ? "; attention's dQ summed in key-block order (bitwise-reproducible, slower)"
                         : "; attention's dQ summed with atomics in arrival order (not bitwise-reproducible)");
   b.capabilities.devices = {torch::kCUDA};
@@ -40,6 +41,11 @@ Backend cuda_backend(cuda::DqOrder dq_order) {
     if (op == "attention") {
       b.ops.attention = [dq_order](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                    const AttentionSpec& spec) {
+        // The kernels mask by window band and padding only: a packed row's sequences need a
+        // mask of their own, which the reference's eager attention takes.
+        if (spec.segments.defined()) {
+          return eager_attention(q, k, v, attention_mask(spec, q.size(0), q.size(1), q.scalar_type(), q.device()));
+        }
         return cuda::fused_attention(q, k, v, spec, dq_order);
       };
     } else if (op == "qk_norm_rope") {

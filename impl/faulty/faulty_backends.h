@@ -22,6 +22,7 @@ std::vector<Backend> faulty_numeric_backends();  // numeric bug classes reported
 std::vector<Backend> faulty_kv_handoff_backends();
 std::vector<Backend> faulty_decode_backends();  // KV-cache decoding bugs of inference engines
 std::vector<Backend> faulty_cache_backends();   // bugs of a wrapped sliding cache and of speculative rollback
+std::vector<Backend> faulty_long_context_backends();  // bugs below bf16 resolution on short rows, visible at real length
 Backend faulty_backend(std::string name, std::string description, std::vector<Category> fails_in,
                        bool below_reduced_precision = false);
 

@@ -37,10 +37,11 @@ Tensor seen_keys(const DecodeAttentionSpec& spec, int64_t queries, int64_t first
 }
 
 Backend ring_physical_slot() {
-  // quic/efficient-transformers #1235 (the 26B-A4B sliding cache): a ring of 2 x window slots
-  // whose mask computes each key's index from its physical slot (index mod slots) instead of the
-  // token index it holds. Right until the ring wraps; after that the keys of the window look
-  // older than the window, the mask hides them, and the model repeats itself.
+  // quic/efficient-transformers #1235 (the 26B-A4B sliding cache): a ring of window + 15 slots
+  // (the window and a step of up to 16 queries) whose mask computes each key's index from its
+  // physical slot (index mod slots) instead of the token index it holds. Right until the ring
+  // wraps; after that the keys of the window look older than the window, the mask hides them, and
+  // the model repeats itself.
   Backend b = faulty_backend("faulty-decode-ring-physical-slot",
                              "a sliding layer's ring cache masks its keys by physical slot instead of token index: "
                              "wrong once the ring wraps (quic/efficient-transformers #1235)",
@@ -49,7 +50,7 @@ Backend ring_physical_slot() {
   b.kv_cache.attention = [](const Tensor& q, const LayerKvCache& cache, const DecodeAttentionSpec& spec) {
     if (spec.type != LayerType::kSliding) return reference_ops().attention(q, cache, spec);
     const CacheContents held = reference_ops().contents(cache);
-    const int64_t T = held.k.size(2), slots = 2 * spec.sliding_window;
+    const int64_t T = held.k.size(2), slots = spec.sliding_window + 15;
     const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
     const AttentionSpec keys{spec.type, spec.sliding_window, false, spec.padding.slice(1, held.first, held.first + T)};
     const Tensor physical = at::arange(held.first, held.first + T, i64).remainder(slots);

@@ -43,6 +43,9 @@ def allowed_keys(spec, seq_len, device, window_shift=0):
     allowed = allowed[None, None]
     if spec.padding is not None:
         allowed = allowed & spec.padding.to(device=device, dtype=torch.bool)[:, None, None, :]
+    if spec.segments is not None:  # packed rows: a query sees its own sequence only
+        seg = spec.segments.to(device)
+        allowed = allowed & (seg[:, None, :, None] == seg[:, None, None, :])
     return allowed
 
 

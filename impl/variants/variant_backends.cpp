@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "reference/checkpoint.h"
 #include "reference/ops.h"
 
 namespace gemma4::impl {
@@ -51,7 +52,8 @@ Tensor sdpa_core(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
 }
 
 Tensor sdpa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionSpec& spec) {
-  const bool plain_causal = spec.type == LayerType::kFull && !spec.bidirectional && !spec.padding.defined();
+  const bool plain_causal =
+      spec.type == LayerType::kFull && !spec.bidirectional && !spec.padding.defined() && !spec.segments.defined();
   if (!plain_causal) return sdpa_core(q, k, v, allowed_keys(spec, q));
   const int64_t B = q.size(0), S = q.size(1), Hq = q.size(2), D = q.size(3);
   const Tensor out = at::scaled_dot_product_attention(q.transpose(1, 2), repeat_kv(k, Hq), repeat_kv(v, Hq), {}, 0.0,
@@ -76,9 +78,11 @@ Tensor fp32_core(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
 // rounded inputs), a running row maximum and sum, the probabilities rounded to the input dtype
 // before the P.V product (as FlashAttention feeds its second GEMM), one division and one rounding
 // at the end. A row that sees no key keeps a zero sum and returns 0.
+// Blocks of 16 keys, or 8 blocks in all on long rows: each block's step keeps a [B, Hq, S, D]
+// accumulator for autograd, and 128 of them at S = 2049 would not fit a CPU's memory.
 Tensor online_softmax_core(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed) {
-  constexpr int64_t kBlock = 16;
   const int64_t B = q.size(0), S = q.size(1), Hq = q.size(2), D = q.size(3), keys = k.size(2);
+  const int64_t kBlock = std::max<int64_t>(16, (keys + 7) / 8);
   const torch::ScalarType dtype = q.scalar_type();
   const Tensor qt = q.transpose(1, 2).to(torch::kFloat32);  // [B, Hq, S, D]
   const Tensor kr = repeat_kv(k, Hq).to(torch::kFloat32), vr = repeat_kv(v, Hq);
@@ -95,7 +99,9 @@ Tensor online_softmax_core(const Tensor& q, const Tensor& k, const Tensor& v, co
     const Tensor new_max = at::maximum(row_max, block_max).detach();
     // exp(-inf - -inf) would be NaN: rows that have seen nothing yet use a finite stand-in.
     const Tensor safe_max = at::where(at::isinf(new_max), at::zeros_like(new_max), new_max);
-    const Tensor p = at::where(seen, at::exp(scores - safe_max), at::zeros_like(scores));
+    // exp of -inf, not where(seen, exp(.), 0): an unseen key's score may overflow exp, and its
+    // zero gradient times inf would be NaN in backward.
+    const Tensor p = at::exp(at::where(seen, scores - safe_max, -std::numeric_limits<float>::infinity()));
     const Tensor rescale = at::exp(at::where(at::isinf(row_max), safe_max - 1e30, row_max) - safe_max);
     row_sum = row_sum * rescale + p.sum(-1, true);
     acc = acc * rescale + at::matmul(p.to(dtype).to(torch::kFloat32), vr.narrow(2, start, n).to(torch::kFloat32));
@@ -123,6 +129,16 @@ using AttentionCore = Tensor (*)(const Tensor& q, const Tensor& k, const Tensor&
 template <AttentionCore core>
 Tensor square(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionSpec& spec) {
   return core(q, k, v, allowed_keys(spec, q));
+}
+
+// The online softmax as the full forward's attention op, checkpointed like FlashAttention's
+// forward: nothing of the block loop is kept, and backward recomputes it (one layer's loop at a time).
+Tensor online_softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionSpec& spec) {
+  const Tensor allowed = allowed_keys(spec, q);
+  const CheckpointedFn fn = [allowed](const std::vector<Tensor>& t) {
+    return std::vector<Tensor>{online_softmax_core(t[0], t[1], t[2], allowed)};
+  };
+  return checkpoint(fn, {q, k, v}, {})[0];
 }
 
 // A core as the decode attention: the step's queries against the reference's contiguous cache.
@@ -213,9 +229,10 @@ std::vector<Backend> variant_backends() {
   out.push_back(std::move(fp32));
 
   Backend online = variant("variant-online-softmax",
-                           "FlashAttention-style online softmax over 16-key blocks: fp32 scores, probabilities rounded "
+                           "FlashAttention-style online softmax over 16-key blocks (8 blocks on long rows), recomputed in "
+                           "backward: fp32 scores, probabilities rounded "
                            "to the dtype before P.V, one division at the end");
-  online.ops.attention = square<online_softmax_core>;
+  online.ops.attention = online_softmax_attention;
   online.kv_cache = decode_through<online_softmax_core>();
   out.push_back(std::move(online));
 

@@ -61,6 +61,10 @@ int calibrate_command(const std::vector<std::string>& argv) {
                                   "(AVX2, AVX512_CORE, AVX512_CORE_VNNI, AVX512_CORE_BF16, AVX10_1_512, ...); "
                                   "a level but native runs in child processes"},
       {"backends", "REGEX", "only the in-tree backends whose name matches"},
+      {"categories", "LIST", "only these categories, comma-separated (default: all); a faulty backend whose bug "
+                             "shows only elsewhere is left out"},
+      {"skip-categories", "LIST", "all categories but these, comma-separated (CTest's calibrate skips real_size, "
+                                  "which its own test runs)"},
       {"backend-lib", "PATH[,PATH...]", "also out-of-tree plugins, held to the kind they declare (variant or faulty)"},
       {"isolate", "", "run each run in a child process (a crash or hang becomes a failed run)"},
       {"jobs", "N", "child processes at a time (--isolate, ISA levels; default: the number of cores)"},
@@ -115,7 +119,29 @@ int calibrate_command(const std::vector<std::string>& argv) {
     }
   }
   if (subjects.empty()) throw Error("no backend matches --backends '" + args.get("backends") + "'");
-  std::vector<CalibrationRun> runs = plan_runs(subjects, dtypes, isas, device);
+  auto category_list = [&](const char* option) {
+    std::vector<Category> out;
+    for (const std::string& name : split_commas(args.get(option))) {
+      const std::optional<Category> c = parse_category(name);
+      if (!c) {
+        std::string known;
+        for (const CategoryInfo& info : categories()) known += (known.empty() ? "" : ", ") + std::string(info.name);
+        throw UsageError{"--" + std::string(option) + ": unknown category '" + name + "' (" + known + ")"};
+      }
+      out.push_back(*c);
+    }
+    return out;
+  };
+  std::vector<Category> selected = category_list("categories");
+  const std::vector<Category> skipped = category_list("skip-categories");
+  if (selected.empty()) {
+    for (const CategoryInfo& c : categories()) selected.push_back(c.category);
+  }
+  selected.erase(std::remove_if(selected.begin(), selected.end(),
+                                [&](Category c) { return std::count(skipped.begin(), skipped.end(), c) > 0; }),
+                 selected.end());
+  if (selected.empty()) throw UsageError{"--categories and --skip-categories leave no category"};
+  std::vector<CalibrationRun> runs = plan_runs(subjects, dtypes, isas, device, selected);
   // In this process unless asked otherwise; an ISA level must be set before oneDNN starts.
   std::vector<size_t> here, children;
   for (size_t i = 0; i < runs.size(); ++i) (args.has("isolate") || !runs[i].isa.native() ? children : here).push_back(i);
@@ -125,7 +151,7 @@ int calibrate_command(const std::vector<std::string>& argv) {
   size_t finished = 0;
   int unexpected = 0;
   auto conclude = [&](CalibrationRun& r) {
-    r.judgement = judge(r.run, r.backend(), r.expect);
+    r.judgement = judge(r.run, r.categories, r.expect);
     unexpected += r.judgement.as_expected ? 0 : 1;
     std::cout << "  [" << ++finished << "/" << runs.size() << "] " << pad(r.backend().name, 44) << pad(r.run.dtype, 4)
               << pad(r.isa.name, 16) << pad("expect " + std::string(expectation_name(r.expect)), 15)
@@ -142,7 +168,7 @@ int calibrate_command(const std::vector<std::string>& argv) {
     SuiteOptions o = base;
     o.backend = r.backend(), o.dtype = r.dtype;
     RunOptions quiet;  // the rows go to the report; one line per run here
-    quiet.filter = declared_filter(r.backend());
+    quiet.filter = categories_filter(r.categories);
     r.run = run_suite(o, quiet);
     conclude(r);
   }
@@ -158,7 +184,7 @@ int calibrate_command(const std::vector<std::string>& argv) {
       job.conform_args = r.subject.select;
       job.conform_args.insert(job.conform_args.end(), {"--device", device.is_cuda() ? "cuda" : "cpu", "--dtype",
                                                        golden::dtype_name(r.dtype)});
-      const std::string filter = declared_filter(r.backend());
+      const std::string filter = categories_filter(r.categories);
       if (!filter.empty()) job.conform_args.insert(job.conform_args.end(), {"--filter", filter});
       if (base.steps > 0) job.conform_args.insert(job.conform_args.end(), {"--steps", std::to_string(base.steps)});
       job.env = r.isa.env;

@@ -245,10 +245,14 @@ void bind_op_arguments(py::module_& m) {
       .def_readonly("bidirectional", &AttentionSpec::bidirectional, "use_bidirectional_attention == 'all'")
       .def_property_readonly("padding", [](const AttentionSpec& s) { return to_python(s.padding); },
                              "None, or [B, S] int64 with 1 for a token and 0 for padding (applies to keys)")
+      .def_property_readonly("segments", [](const AttentionSpec& s) { return to_python(s.segments); },
+                             "None, or [B, S] int64: the packed sequence of each token; a query sees its own "
+                             "sequence's keys only")
       .def("__repr__", [](const AttentionSpec& s) {
         return std::string("AttentionSpec(layer_type='") + layer_type_name(s.type) + "', sliding_window=" + std::to_string(s.sliding_window) +
                ", bidirectional=" + (s.bidirectional ? "True" : "False") +
-               ", padding=" + (s.padding.defined() ? "tensor" : "None") + ")";
+               ", padding=" + (s.padding.defined() ? "tensor" : "None") +
+               ", segments=" + (s.segments.defined() ? "tensor" : "None") + ")";
       });
   py::class_<RopeTable>(m, "RopeTable",
                         "the tokens' RoPE rows in the model dtype, cat(freqs, freqs) for rotate_half: cos and sin "

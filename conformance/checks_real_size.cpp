@@ -1,0 +1,44 @@
+// real_size: the released geometries at the sizes kernels and engines dispatch on (issue "Real-size
+// conformance"; golden/FORMAT.md, "Real-size goldens"): head dims 256 and 512, windows 512 and 1024,
+// the released GQA ratios, K=V global layers, KV sharing, per-layer embeddings and the MoE's 128
+// experts, over S = 2 x window + 1 tokens in a left-padded and a packed row, computed by
+// transformers (golden/generators/hf_real_cases.py).
+//  - golden/<geometry>: golden/real/<geometry>.<dtype>.h5 recomputed through the backend, forward
+//    and backward, and judged as the golden category judges every file.
+//  - decode/<geometry>: golden/real/<geometry>.decode.f32.h5, transformers' greedy decoding after a
+//    prompt of window + 40 tokens (every sliding cache wrapped, KV-shared layers reading it), teacher-
+//    forced through the backend's cache as the decode category does with the tiny decode goldens.
+//  - speculative/<geometry>: the same tokens fed as speculative drafts with rejected guesses rolled
+//    back (checks_decode.cpp's drafts), against the same scores.
+// The files of a dtype that is not committed (f16: the GPU host makes it) are simply absent: no
+// check, which the summary's count shows.
+#include "conformance/check.h"
+#include "golden/decode_golden.h"
+#include "golden/golden_file.h"
+#include "reference/files.h"
+
+namespace gemma4::conformance {
+
+std::vector<Check> real_size_checks(const SuiteOptions& o) {
+  const std::string suffix = "." + golden::dtype_name(o.dtype) + ".h5";
+  std::vector<Check> checks;
+  for (const std::string& path : golden_files(files::join(o.golden_dir, "real"), suffix)) {
+    const std::string file = path.substr(path.rfind('/') + 1);
+    if (golden::is_decode_golden(path)) continue;  // <geometry>.decode.f32.h5: below
+    checks.push_back({Category::kRealSize, "golden/" + file.substr(0, file.size() - suffix.size()),
+                      [path](const SuiteOptions& o, Reporter& r) { check_golden_file(path, o, r); }});
+  }
+  for (const std::string& path : golden_files(files::join(o.golden_dir, "real"), ".decode.f32.h5")) {
+    const std::string file = path.substr(path.rfind('/') + 1);
+    const std::string geometry = file.substr(0, file.size() - std::string(".decode.f32.h5").size());
+    for (bool speculative : {false, true}) {
+      checks.push_back({Category::kRealSize, (speculative ? "speculative/" : "decode/") + geometry,
+                        [path, speculative](const SuiteOptions& o, Reporter& r) {
+                          check_decode_golden(path, speculative, o, r);
+                        }});
+    }
+  }
+  return checks;
+}
+
+}  // namespace gemma4::conformance

@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""Real-size goldens: every released geometry at its real head dims, windows and sequence lengths,
+computed by Hugging Face transformers (golden/FORMAT.md, "Real-size goldens").
+
+Each case keeps what kernels and engines dispatch on and reduces only what no code path depends on:
+
+  kept      head_dim 256 / global_head_dim 512, sliding_window 512 (E2B, E4B) or 1024 (31B,
+            26B-A4B), the GQA ratios (sliding and global), K=V global layers, proportional partial
+            RoPE on global layers, KV sharing with its double-wide MLP, per-layer embeddings,
+            final_logit_softcapping, the MoE's 128 experts and top-8
+  reduced   hidden_size 64, 8 query heads (the released ratios at 8: E2B 8/1, E4B 8/2, 31B and
+            26B-A4B 8/4 sliding and 8/1 global), intermediate 64, moe_intermediate 16,
+            per-layer input width 32, vocabulary 32, and the layers to one full pattern (5 or 6
+            sliding layers and a global one) plus, where the model shares K/V, a shared tail of one
+            sliding and one global layer
+
+Inputs: B = 2 rows of S = 2 x window + 1 tokens. Row 0 is left-padded; row 1 packs two sequences
+(position ids restart; transformers' own mask functions make its block-diagonal mask, row by row,
+since transformers detects packing only in a row without an attention mask). Weights are not
+stored: they come from the counter generator (FORMAT.md, "Generated tensors") with the file's seed,
+rounded to the dtype, so the reference recreates them bit for bit.
+
+Stored: logits, loss, and the gradient of every trainable tensor of at most 4096 elements (every
+norm weight, q_norm/k_norm of head dims 256 and 512 included, the embedding tables, the MLPs, the
+router): the gradients that sum every position's backward, including each attention backward. The
+large projections (q_proj, o_proj, the experts) are left out for size; their weight gradients are
+GEMMs of the same quantities, judged in full by the tiny goldens.
+
+    python golden/generators/hf_real_cases.py --out golden/real [--geometry e2b ...] [--dtype f32 bf16]
+        [--device cuda] [--conform build/bin/gemma4-conform]
+
+bf16/f16 files need baseline/ (`gemma4-conform golden baseline`, run here when --conform is given).
+
+--decode writes <geometry>.decode.f32.h5 instead: transformers' greedy generate (the call of
+hf_decode_cases.py) of 8 tokens after a prompt of window + 40 tokens, so every sliding cache has
+wrapped (transformers keeps window - 1 keys; a ring of window - 1 + 16 rows wraps too) and the
+KV-shared layers read a wrapped cache; row 0 is left-padded by 45, so its real context crosses the
+window edge during the steps. Scores and sequences only: the caches are megabytes at these sizes,
+and the tiny decode goldens judge cache contents.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import transformers
+from transformers import Gemma4ForCausalLM, Gemma4TextConfig
+from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from golden_h5py_check import generated_weight  # noqa: E402  (the counter generator, verified there)
+from hf_cases import DTYPES, PAD_ID, judged_rule, set_deterministic, write_golden  # noqa: E402
+from hf_decode_cases import greedy  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = REPO_ROOT / "reference" / "configs"
+SLIDING, FULL = "sliding_attention", "full_attention"
+
+HIDDEN, HEADS, INTERMEDIATE, MOE_INTERMEDIATE, PLE_WIDTH, VOCAB = 64, 8, 64, 16, 32, 32
+MAX_STORED_GRAD = 4096  # elements: the gradients written (see the top of the file)
+LEFT_PADDING = 5
+SEED = 20261126
+
+# geometry -> (released config, sliding layers per pattern, KV-shared tail)
+GEOMETRIES = {
+    "e2b": ("gemma-4-e2b.json", 4, True),
+    "e4b": ("gemma-4-e4b.json", 5, True),
+    "31b": ("gemma-4-31b.json", 5, False),
+    "26b-a4b": ("gemma-4-26b-a4b.json", 5, False),
+}
+
+
+def real_config(geometry: str) -> dict[str, Any]:
+    """The released text config with the reductions of the module docstring."""
+    file_name, sliding, shared_tail = GEOMETRIES[geometry]
+    released = json.loads((CONFIGS / file_name).read_text())
+    text = dict(released.get("text_config", released))
+    ratio = text["num_attention_heads"] // HEADS
+    layer_types = [SLIDING] * sliding + [FULL] + ([SLIDING, FULL] if shared_tail else [])
+    text.update(
+        hidden_size=HIDDEN, num_attention_heads=HEADS, intermediate_size=INTERMEDIATE,
+        num_key_value_heads=text["num_key_value_heads"] // ratio,
+        num_hidden_layers=len(layer_types), layer_types=layer_types,
+        num_kv_shared_layers=2 if shared_tail else 0,
+        vocab_size=VOCAB, vocab_size_per_layer_input=VOCAB, pad_token_id=PAD_ID,
+    )
+    if text.get("num_global_key_value_heads"):
+        text["num_global_key_value_heads"] = max(1, text["num_global_key_value_heads"] // ratio)
+    if text.get("hidden_size_per_layer_input"):
+        text["hidden_size_per_layer_input"] = PLE_WIDTH
+    if text.get("enable_moe_block"):
+        text["moe_intermediate_size"] = MOE_INTERMEDIATE
+    for drop in ("model_type", "architectures", "dtype", "torch_dtype", "transformers_version"):
+        text.pop(drop, None)
+    return text
+
+
+def seq_len(config: dict[str, Any]) -> int:
+    return 2 * config["sliding_window"] + 1
+
+
+def make_inputs(config: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
+    """Row 0 left-padded, row 1 two packed sequences; labels -100 on padding, after padding and at
+    the packed row's second start (a collator never asks one sequence to predict the next)."""
+    S, window = seq_len(config), config["sliding_window"]
+    generator = torch.Generator().manual_seed(seed + 1)
+    ids = torch.randint(1, VOCAB, (2, S), generator=generator, dtype=torch.int64)  # no real pad id
+    mask = torch.ones_like(ids)
+    mask[0, :LEFT_PADDING] = 0
+    ids = torch.where(mask.bool(), ids, PAD_ID)
+    first = window + 7  # the first packed sequence passes its own window; the second starts inside one
+    positions = torch.arange(S).repeat(2, 1)
+    positions[1, first:] = torch.arange(S - first)
+    labels = ids.clone()
+    labels[0, : LEFT_PADDING + 1] = -100
+    labels[1, first] = -100
+    return {"input_ids": ids, "attention_mask": mask, "position_ids": positions, "labels": labels}
+
+
+def build_model(config: dict[str, Any], dtype_name: str, seed: int, truth: bool, device: str) -> torch.nn.Module:
+    """transformers' model with the counter generator's weights rounded to the dtype; `truth`:
+    those rounded values widened to float32 (the tolerance rule's truth)."""
+    model = Gemma4ForCausalLM(Gemma4TextConfig(**config)).float()
+    decoder = model.model
+    tensors = dict(decoder.named_parameters())
+    tensors.update({n: b for n, b in decoder.named_buffers() if n.endswith("layer_scalar")})
+    with torch.no_grad():
+        for name, tensor in tensors.items():
+            value = torch.from_numpy(generated_weight(seed, name, tuple(tensor.shape)))
+            tensor.copy_(value.to(DTYPES[dtype_name]).float())
+    if not truth:
+        # .to(dtype) casts every float buffer, RoPE's inv_freq too (transformers #25681: the angle
+        # then loses precision with the position, by radians at 2k). from_pretrained(dtype=...)
+        # keeps inv_freq in float32; so does this.
+        inv_freq = {n: b.clone() for n, b in model.named_buffers() if "inv_freq" in n}
+        model = model.to(DTYPES[dtype_name])
+        for n, b in model.named_buffers():
+            if n in inv_freq:
+                b.data = inv_freq[n]
+    model.config._attn_implementation = "eager"
+    return model.to(device).eval()
+
+
+def masks(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Each layer type's 4D mask, made by transformers row by row: row 0 from its attention mask,
+    row 1 from its position ids alone (transformers' packed-sequence detection)."""
+    config = model.config
+    out = {}
+    for layer_type, make in ((FULL, create_causal_mask), (SLIDING, create_sliding_window_causal_mask)):
+        rows = []
+        for row, attention_mask in ((0, inputs["attention_mask"][:1]), (1, None)):
+            embeds = torch.zeros(1, inputs["input_ids"].shape[1], config.hidden_size,
+                                 dtype=model.dtype, device=inputs["input_ids"].device)
+            m = make(config=config, inputs_embeds=embeds, attention_mask=attention_mask, past_key_values=None,
+                     position_ids=inputs["position_ids"][row:row + 1])
+            if m is None or m.dim() != 4:
+                raise RuntimeError(f"transformers gave no 4D {layer_type} mask for row {row}")
+            rows.append(m)
+        out[layer_type] = torch.cat(rows, 0)
+    return out
+
+
+def run(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out = model(input_ids=inputs["input_ids"], attention_mask=masks(model, inputs),
+                position_ids=inputs["position_ids"], labels=inputs["labels"])
+    out.loss.backward()
+    tree = {"outputs/logits": out.logits.detach(), "outputs/loss": out.loss.detach().float()}
+    for name, p in model.model.named_parameters():
+        if p.numel() <= MAX_STORED_GRAD:
+            tree[f"grads/{name}"] = p.grad.detach() if p.grad is not None else torch.zeros_like(p)
+    return tree
+
+
+def attrs(geometry: str, config: dict[str, Any], dtype_name: str, device: str, seed: int) -> dict[str, Any]:
+    a: dict[str, Any] = {
+        "format_version": np.int64(2), "kind": "model", "case": f"real/{geometry}",
+        "description": f"{geometry} at its released head dims and window {config['sliding_window']}, "
+                       f"S = {seq_len(config)}, a left-padded and a packed row (transformers)",
+        "generator": f"transformers {transformers.__version__}", "config": json.dumps(config, sort_keys=True),
+        "dtype": dtype_name, "device": device, "seed": np.int64(seed), "torch_version": str(torch.__version__),
+        "tolerance_class": "fp32" if dtype_name == "f32" else "reduced-precision",
+        "weights": "generated", "kv_key": "layer-type",
+    }
+    if dtype_name != "f32":
+        a["truth_dtype"] = "f32"
+    if device == "cuda":
+        a["cuda_version"], a["gpu_name"] = str(torch.version.cuda), torch.cuda.get_device_name()
+    return a
+
+
+def generate(geometry: str, dtype_name: str, out: Path, device: str, seed: int) -> Path:
+    set_deterministic(seed)
+    config = real_config(geometry)
+    inputs = make_inputs(config, seed)
+    on_device = {k: v.to(device) for k, v in inputs.items()}
+    expected = run(build_model(config, dtype_name, seed, False, device), on_device)
+    datasets = {f"inputs/{k}": v for k, v in inputs.items()}
+    datasets.update({f"expected/{k}": v for k, v in expected.items()})
+    datasets.update({f"judged/{k}": m for k, m in judged_rule()(inputs, expected, PAD_ID).items()})
+    if dtype_name != "f32":
+        truth = run(build_model(config, dtype_name, seed, True, device), on_device)
+        datasets.update({f"truth/{k}": v for k, v in truth.items()})
+    path = out / f"{geometry}.{dtype_name}.h5"
+    out.mkdir(parents=True, exist_ok=True)
+    write_golden(path, attrs(geometry, config, dtype_name, device, seed), datasets)
+    return path
+
+
+NEW_TOKENS, DECODE_EXTRA, DECODE_PADDING = 8, 40, 45
+
+
+@torch.no_grad()
+def generate_decode(geometry: str, out: Path, seed: int) -> Path:
+    """<geometry>.decode.f32.h5 (golden/FORMAT.md, "Decode goldens", real-size files)."""
+    set_deterministic(seed)
+    config = real_config(geometry)
+    S = config["sliding_window"] + DECODE_EXTRA
+    generator = torch.Generator().manual_seed(seed + 2)
+    ids = torch.randint(1, VOCAB, (2, S), generator=generator, dtype=torch.int64)
+    mask = torch.ones_like(ids)
+    mask[0, :DECODE_PADDING] = 0
+    ids = torch.where(mask.bool(), ids, PAD_ID)
+    model = build_model(config, "f32", seed, True, "cpu")
+    result = greedy(model, ids, mask, NEW_TOKENS)
+    scores = torch.stack(result.logits)  # [N, B, V]
+    if not torch.equal(result.sequences[:, :S], ids) or not torch.equal(result.sequences[:, S:],
+                                                                       scores.argmax(-1).transpose(0, 1)):
+        raise RuntimeError("generate's sequences are not the prompt and the argmax of its scores")
+    attrs = {
+        "format_version": np.int64(2), "kind": "decode", "name": f"real/{geometry}/decode",
+        "description": f"greedy decode, {NEW_TOKENS} tokens after {S} (window {config['sliding_window']} + "
+                       f"{DECODE_EXTRA}; row 0 left-padded by {DECODE_PADDING}): {geometry}, real head dims",
+        "config": json.dumps(config, sort_keys=True), "dtype": "f32", "device": "cpu",
+        "generator": f"transformers {transformers.__version__}", "torch_version": str(torch.__version__),
+        "max_new_tokens": np.int64(NEW_TOKENS), "kv_key": "layer-type",
+        "weights": "generated", "seed": np.int64(seed),
+    }
+    path = out / f"{geometry}.decode.f32.h5"
+    out.mkdir(parents=True, exist_ok=True)
+    write_golden(path, attrs, {"inputs/input_ids": ids, "inputs/attention_mask": mask,
+                               "expected/sequences": result.sequences, "expected/scores": scores})
+    return path
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--out", type=Path, required=True, help="directory for <geometry>.<dtype>.h5")
+    p.add_argument("--geometry", nargs="+", choices=sorted(GEOMETRIES), default=sorted(GEOMETRIES))
+    p.add_argument("--dtype", nargs="+", choices=sorted(DTYPES), default=["f32", "bf16"],
+                   help="f16 is slow on CPUs without AVX-512 FP16: the GPU host makes it (ci/gpu/test.sh)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--seed", type=int, default=SEED)
+    p.add_argument("--conform", type=Path, help="gemma4-conform, to fill baseline/ of bf16/f16 files")
+    p.add_argument("--decode", action="store_true", help="write the decode goldens (f32) instead")
+    p.add_argument("--print-config", metavar="GEOMETRY", choices=sorted(GEOMETRIES),
+                   help="print the reduced config and exit")
+    args = p.parse_args(argv)
+    if args.print_config:
+        print(json.dumps(real_config(args.print_config), indent=1, sort_keys=True))
+        return 0
+    if args.decode:
+        for geometry in args.geometry:
+            start = time.monotonic()
+            path = generate_decode(geometry, args.out, args.seed)
+            print(f"{path}: {path.stat().st_size} bytes, {time.monotonic() - start:.1f} s", flush=True)
+        return 0
+    reduced = []
+    for geometry in args.geometry:
+        for dtype_name in args.dtype:
+            start = time.monotonic()
+            path = generate(geometry, dtype_name, args.out, args.device, args.seed)
+            print(f"{path}: {path.stat().st_size} bytes, {time.monotonic() - start:.1f} s", flush=True)
+            if dtype_name != "f32":
+                reduced.append(str(path))
+    if reduced and args.conform:
+        subprocess.run([str(args.conform), "golden", "baseline", *reduced, "--device", args.device], check=True)
+    elif reduced:
+        print("bf16/f16 files need baseline/: run gemma4-conform golden baseline on them", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
