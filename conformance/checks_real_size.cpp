@@ -18,6 +18,26 @@
 #include "reference/files.h"
 
 namespace gemma4::conformance {
+namespace {
+
+// An f32 MoE golden judged on another kind of device than the one that made it: 4098 tokens routed
+// over 128 experts in 6 layers meet top-k near-ties below fp32 rounding, and a correct run on
+// another device routes some token otherwise (measured: every legitimate backend on an H200 against
+// the CPU-made 26B-A4B file, gradients off by 3e-4 of their scale). The fp32 rule has no family to
+// carry that, so such a file is judged on its own kind of device only; bf16 and f16, where the
+// family carries routing flips, are judged everywhere.
+void check_real_golden(const std::string& path, const SuiteOptions& o, Reporter& r) {
+  const golden::GoldenCase g = golden::read_golden(path);
+  const bool moe = parse_config(g.config).enable_moe_block;
+  const std::string made_on = g.provenance.device, here = o.device.is_cuda() ? "cuda" : "cpu";
+  if (moe && g.dtype == "f32" && made_on != here) {
+    return r.not_supported("f32 MoE routing at real size is decided by near-ties below fp32 rounding on another "
+                           "device; this file was made on " + made_on + " (its bf16/f16 files are judged here)");
+  }
+  check_golden_file(path, o, r);
+}
+
+}  // namespace
 
 std::vector<Check> real_size_checks(const SuiteOptions& o) {
   const std::string suffix = "." + golden::dtype_name(o.dtype) + ".h5";
@@ -26,7 +46,7 @@ std::vector<Check> real_size_checks(const SuiteOptions& o) {
     const std::string file = path.substr(path.rfind('/') + 1);
     if (golden::is_decode_golden(path)) continue;  // <geometry>.decode.f32.h5: below
     checks.push_back({Category::kRealSize, "golden/" + file.substr(0, file.size() - suffix.size()),
-                      [path](const SuiteOptions& o, Reporter& r) { check_golden_file(path, o, r); }});
+                      [path](const SuiteOptions& o, Reporter& r) { check_real_golden(path, o, r); }});
   }
   for (const std::string& path : golden_files(files::join(o.golden_dir, "real"), ".decode.f32.h5")) {
     const std::string file = path.substr(path.rfind('/') + 1);

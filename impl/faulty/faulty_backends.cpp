@@ -24,6 +24,10 @@ Backend faulty_backend(std::string name, std::string description, std::vector<Ca
   return b;
 }
 
+void below_resolution_at_real_size(Backend& b) {
+  b.fails_in.erase(std::remove(b.fails_in.begin(), b.fails_in.end(), Category::kRealSize), b.fails_in.end());
+}
+
 std::vector<Backend> faulty_backends() {
   std::vector<Backend> all = faulty_op_backends();
   for (Backend& b : faulty_numeric_backends()) all.push_back(std::move(b));

@@ -173,6 +173,7 @@ std::vector<Backend> faulty_numeric_backends() {
     narrower.sliding_window -= 1;
     return ref().attention(q, k, v, narrower);
   };
+  below_resolution_at_real_size(narrow);  // one key fewer among 512 or 1024: passes bf16 there
   out.push_back(std::move(narrow));
 
   Backend swapped = faulty_backend(

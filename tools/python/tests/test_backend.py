@@ -27,13 +27,23 @@ def results(report: dict) -> list:
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16", "f16"])
 def test_plain_pytorch_ops_pass_the_whole_suite(tmp_path, dtype):
-    proc, report = conform(tmp_path, "python_backends:correct", "--dtype", dtype)
+    # real_size: minutes per dtype on a CPU; the test below runs its E2B checks in f32.
+    proc, report = conform(tmp_path, "python_backends:correct", "--dtype", dtype, "--filter", "^(?!real_size/)")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     categories = {r["category"] for r in results(report) if r["status"] == "pass"}
     assert {"golden", "op_sweep", "finite_grads", "multithreaded_recompute", "memory_flatness", "decode"} <= categories
     threads = [r for r in results(report) if r["category"] == "multithreaded_recompute"]
     assert any("two" in r["test"] for r in threads), "two models in two threads must have run"
     assert [run["subject"] for run in report["runs"]] == ["python-all-ops"] and report["passed"]
+
+
+def test_plain_pytorch_ops_and_ring_cache_pass_real_size_e2b(tmp_path):
+    """E2B at head dims 256/512, window 512, S = 1025 (golden/real): forward and backward, and the
+    ring cache wrapped, plainly and with speculative drafts rolled back."""
+    proc, report = conform(tmp_path, "python_backends:correct", "--filter", "^real_size/(golden|decode|speculative)/e2b$")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert {r["test"].split(" ")[0] for r in results(report) if r["status"] == "pass"} >= {
+        "real_size/golden/e2b", "real_size/decode/e2b", "real_size/speculative/e2b"}, proc.stdout[-2000:]
 
 
 # Each Python op's bug, and where the suite must see it (f32: exact GELU is below bf16 resolution).
