@@ -323,7 +323,9 @@ gpu_build() {
 
 # has_cuda_backend: whether the build has the cuda backend (gemma4-conform backends lists it).
 has_cuda_backend() {
-  build/bin/gemma4-conform backends 2> /dev/null | grep -q '^cuda '
+  # Not `grep -q`: it stops reading at the first match, and under pipefail the writer's SIGPIPE
+  # then fails the pipeline (seen on an H200: the decode step skipped with the backend built).
+  build/bin/gemma4-conform backends 2> /dev/null | grep '^cuda ' > /dev/null
 }
 # shellcheck disable=SC2034 # for the stages
 NO_CUDA_BACKEND="the cuda backend is not built (GEMMA4_CUDA=off, no nvcc, or a CPU LibTorch)"
