@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "conformance/report.h"
+#include "golden/golden_file.h"
 #include "golden/tolerance.h"
 #include "impl/backend.h"
 
@@ -99,6 +100,8 @@ std::vector<Check> real_size_checks(const SuiteOptions& options);
 // One golden file recomputed through the backend and judged (checks_golden.cpp): what golden and
 // real_size do with each file.
 void check_golden_file(const std::string& path, const SuiteOptions& options, Reporter& reporter);
+// The same for a golden already read.
+void check_golden_case(const golden::GoldenCase& golden, const SuiteOptions& options, Reporter& reporter);
 // One decode golden (golden/FORMAT.md, "Decode goldens") teacher-forced through the backend's
 // layer and cache ops, plainly or as speculative drafts (checks_decode.cpp): the scores, and the
 // prompt caches where the file has them, judged by the family rule.

@@ -35,7 +35,10 @@ std::vector<std::string> golden_files(const std::string& dir, const std::string&
 }
 
 void check_golden_file(const std::string& path, const SuiteOptions& o, Reporter& reporter) {
-  const golden::GoldenCase g = golden::read_golden(path);
+  check_golden_case(golden::read_golden(path), o, reporter);
+}
+
+void check_golden_case(const golden::GoldenCase& g, const SuiteOptions& o, Reporter& reporter) {
   const std::string why = unsupported_by(g, o);
   if (!why.empty()) return reporter.not_supported(why);
   // A candidate that is itself a member of the file's baseline family is judged without itself.
