@@ -45,6 +45,10 @@ std::vector<std::string> replaced_parts(const Backend& backend) {
   if (!is_reference(ops.attention, ref.attention)) parts.push_back("attention");
   if (!is_reference(ops.geglu, ref.geglu)) parts.push_back("geglu");
   if (!is_reference(ops.moe_experts, ref.moe_experts)) parts.push_back("moe_experts");
+  if (!is_reference(ops.scaled_embedding, ref.scaled_embedding)) parts.push_back("scaled_embedding");
+  if (!is_reference(ops.route, ref.route)) parts.push_back("route");
+  if (!is_reference(ops.scale_layer_output, ref.scale_layer_output)) parts.push_back("scale_layer_output");
+  if (!is_reference(ops.logit_softcap, ref.logit_softcap)) parts.push_back("logit_softcap");
   if (backend.kv_handoff) parts.push_back("kv_handoff");
   if (backend.kv_cache.make) parts.push_back("kv_cache");
   return parts;

@@ -14,7 +14,7 @@
 
 // 2: Backend gained kind, fails_in, below_reduced_precision; 3: kv_cache; 4: KvCacheOps::rollback and
 // CacheSpec::max_rollback (speculative decoding)
-#define GEMMA4_PLUGIN_ABI_VERSION 4
+#define GEMMA4_PLUGIN_ABI_VERSION 5
 
 extern "C" {
 struct gemma4_plugin {

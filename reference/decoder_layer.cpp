@@ -65,9 +65,7 @@ Tensor moe(const Config& c, const MoeWeights& w, const Tensor& residual, const L
   const Tensor z = ops.rms_norm(flat, Tensor(), eps) * w.router_scale * std::pow(static_cast<double>(c.hidden_size), -0.5);
   const Tensor router_logits = at::linear(z, w.router_proj).to(torch::kFloat32);
   if (router_logits_out) *router_logits_out = router_logits;
-  const Tensor probs = at::softmax(router_logits, -1);
-  auto [top_weights, top_index] = probs.topk(c.top_k_experts, -1);
-  top_weights = top_weights / top_weights.sum(-1, /*keepdim=*/true);
+  auto [top_weights, top_index] = ops.route(router_logits, c.top_k_experts);
   top_weights = top_weights * w.per_expert_scale.index({top_index});
 
   const Tensor x = ops.rms_norm(flat, w.pre_feedforward_layernorm_2, eps);
@@ -98,7 +96,7 @@ LayerOutputs decoder_layer(const Config& c, int l, const LayerWeights& w, const 
   h = residual + norm(x, w.post_feedforward_layernorm, eps);
 
   if (c.hidden_size_per_layer_input > 0) h = h + per_layer_input_branch(c, w, h, in.per_layer_input, ops);
-  h = h * w.layer_scalar;
+  h = ops.scale_layer_output(h, w.layer_scalar);
 
   LayerOutputs out{h, attn.out, Tensor(), Tensor(), router_logits};
   if (!c.layers[l].kv_shared) {

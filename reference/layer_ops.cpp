@@ -44,10 +44,35 @@ torch::Tensor eager_moe_experts(const torch::Tensor& x, const torch::Tensor& top
   return out;
 }
 
+torch::Tensor eager_scaled_embedding(const torch::Tensor& table, const torch::Tensor& ids, const torch::Tensor& scale,
+                                     int64_t padding_idx) {
+  return at::embedding(table, ids, padding_idx) * scale.to(ids.device());
+}
+
+// As transformers: softmax over all experts, then the top k, renormalised over those k.
+std::pair<torch::Tensor, torch::Tensor> eager_route(const torch::Tensor& router_logits, int64_t top_k) {
+  auto [top_weights, top_index] = at::softmax(router_logits, -1).topk(top_k, -1);
+  return {top_weights / top_weights.sum(-1, /*keepdim=*/true), top_index};
+}
+
+torch::Tensor eager_scale_layer_output(const torch::Tensor& h, const torch::Tensor& layer_scalar) {
+  return h * layer_scalar;
+}
+
+torch::Tensor eager_logit_softcap(const torch::Tensor& logits, double cap) { return at::tanh(logits / cap) * cap; }
+
 }  // namespace
 
 const LayerOps& reference_layer_ops() {
-  static const LayerOps ops{rms_norm, eager_qk_norm_rope, eager_masked_attention, eager_geglu, eager_moe_experts};
+  static const LayerOps ops{rms_norm,
+                            eager_qk_norm_rope,
+                            eager_masked_attention,
+                            eager_geglu,
+                            eager_moe_experts,
+                            eager_scaled_embedding,
+                            eager_route,
+                            eager_scale_layer_output,
+                            eager_logit_softcap};
   return ops;
 }
 

@@ -7,6 +7,7 @@
 #include <torch/types.h>
 
 #include <functional>
+#include <utility>
 
 #include "reference/config.h"
 #include "reference/ops.h"
@@ -39,6 +40,22 @@ struct LayerOps {
   std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& top_index, const torch::Tensor& top_weights,
                               const torch::Tensor& gate_up_proj, const torch::Tensor& down_proj)>
       moe_experts;
+
+  // The steps around those ops that a port or a fused kernel also writes its own way, and that
+  // real ports got wrong (GEMMA4.md, "Known failure modes"): each is here so that a backend can
+  // replace it and a faulty backend can show the suite catching the bug.
+  // table[ids] * scale: the token embedding (scale sqrt(H)) and the per-layer embedding (sqrt(P)),
+  // `scale` a 0-dim tensor already cast to the table's dtype; row padding_idx gets no gradient.
+  std::function<torch::Tensor(const torch::Tensor& table, const torch::Tensor& ids, const torch::Tensor& scale,
+                              int64_t padding_idx)>
+      scaled_embedding;
+  // The MoE router's choice from router_logits [T, E] fp32: {weights [T, K] fp32, index [T, K]
+  // int64}, the top_k softmax probabilities renormalised to sum 1 (before per_expert_scale).
+  std::function<std::pair<torch::Tensor, torch::Tensor>(const torch::Tensor& router_logits, int64_t top_k)> route;
+  // A layer's output times its layer_scalar [1] (a loaded buffer, not 1 in general).
+  std::function<torch::Tensor(const torch::Tensor& hidden, const torch::Tensor& layer_scalar)> scale_layer_output;
+  // cap * tanh(logits / cap): the final logit soft-cap, when the config has one.
+  std::function<torch::Tensor(const torch::Tensor& logits, double cap)> logit_softcap;
 };
 
 const LayerOps& reference_layer_ops();

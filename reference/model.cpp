@@ -82,13 +82,13 @@ void apply_in_layer(const KvHandoff::InLayer& in_layer, LayerInputs& in) {
 
 }  // namespace
 
-Tensor per_layer_inputs(const Config& c, const ModelWeights& w, const Tensor& ids, const Tensor& embeds) {
+Tensor per_layer_inputs(const Config& c, const ModelWeights& w, const Tensor& ids, const Tensor& embeds,
+                        const LayerOps& ops) {
   const int64_t B = ids.size(0), S = ids.size(1), L = c.num_hidden_layers, P = c.hidden_size_per_layer_input;
   const auto dtype = w.embed_tokens_per_layer.scalar_type();
   // The scale is cast to the weight dtype first, as transformers' scaled embedding does.
   const Tensor token_scale = at::scalar_tensor(std::sqrt(static_cast<double>(P)), torch::kFloat32).to(dtype);
-  const Tensor token =
-      (at::embedding(w.embed_tokens_per_layer, ids, c.pad_token_id) * token_scale.to(ids.device())).reshape({B, S, L, P});
+  const Tensor token = ops.scaled_embedding(w.embed_tokens_per_layer, ids, token_scale, c.pad_token_id).reshape({B, S, L, P});
   Tensor context = at::linear(embeds, w.per_layer_model_projection) * std::pow(static_cast<double>(c.hidden_size), -0.5);
   context = rms_norm(context.reshape({B, S, L, P}), w.per_layer_projection_norm, c.rms_norm_eps);
   return (context + token) * std::pow(2.0, -0.5);
@@ -115,7 +115,7 @@ ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions&
   const int64_t rows = positions.defined() ? positions.max().item<int64_t>() + 1 : ids.size(1);
   const Tensor segments = packed_sequences(positions, padding);
 
-  auto [h, ple] = embed(ids);
+  auto [h, ple] = embed(ids, &ops);
   std::map<LayerType, RopeTable> rope;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerType type = c.layer_types[l];
@@ -168,28 +168,26 @@ ForwardOutputs Model::forward(const ForwardInputs& inputs, const ForwardOptions&
 
   h = ops.rms_norm(h, weights_.norm, c.rms_norm_eps);
   if (options.keep_hidden_states) out.hidden_states.push_back(h);
-  out.logits = head(h);
+  out.logits = head(h, &ops);
   if (inputs.labels.defined()) out.loss = causal_lm_loss(out.logits, inputs.labels);
   return out;
 }
 
-std::pair<Tensor, Tensor> Model::embed(const Tensor& ids) const {
+std::pair<Tensor, Tensor> Model::embed(const Tensor& ids, const LayerOps* ops_in) const {
   const Config& c = *config_;
+  const LayerOps& ops = ops_in ? *ops_in : reference_layer_ops();
   // GEMMA4.md, Forward 1: sqrt(H) is cast to the weight dtype before scaling (bf16: 55.5 for H=3072).
   const Tensor scale = at::scalar_tensor(std::sqrt(static_cast<double>(c.hidden_size)), torch::kFloat32).to(dtype());
   // padding_idx = pad_token_id: the pad row's lookup gets no gradient, as in transformers.
-  const Tensor h = at::embedding(weights_.embed_tokens, ids, c.pad_token_id) * scale.to(device());
-  return {h, c.hidden_size_per_layer_input > 0 ? per_layer_inputs(c, weights_, ids, h) : Tensor()};
+  const Tensor h = ops.scaled_embedding(weights_.embed_tokens, ids, scale, c.pad_token_id);
+  return {h, c.hidden_size_per_layer_input > 0 ? per_layer_inputs(c, weights_, ids, h, ops) : Tensor()};
 }
 
-Tensor Model::head(const Tensor& normed) const {
+Tensor Model::head(const Tensor& normed, const LayerOps* ops) const {
   const Config& c = *config_;
-  Tensor logits = at::linear(normed, c.tie_word_embeddings ? weights_.embed_tokens : weights_.lm_head);
-  if (c.final_logit_softcapping) {
-    const double cap = *c.final_logit_softcapping;
-    logits = at::tanh(logits / cap) * cap;
-  }
-  return logits;
+  const Tensor logits = at::linear(normed, c.tie_word_embeddings ? weights_.embed_tokens : weights_.lm_head);
+  if (!c.final_logit_softcapping) return logits;
+  return (ops ? *ops : reference_layer_ops()).logit_softcap(logits, *c.final_logit_softcapping);
 }
 
 DecodeState Model::start_decode(int64_t batch, int64_t capacity, const KvCacheOps& cache_ops,
@@ -239,7 +237,7 @@ Tensor Model::decode(DecodeState& state, const Tensor& ids_in, const Tensor& pos
   }
   const Tensor ids = ids_in.to(device()), positions = positions_in.to(device()), padding = padding_in.to(device());
 
-  auto [h, ple] = embed(ids);
+  auto [h, ple] = embed(ids, &ops);
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerSpec& spec = c.layers[l];
     const RopeTable& rope = state.rope.at(spec.type);
@@ -259,7 +257,7 @@ Tensor Model::decode(DecodeState& state, const Tensor& ids_in, const Tensor& pos
   }
   state.length = end;
   state.rolled_back = 0;
-  return head(ops.rms_norm(h, weights_.norm, c.rms_norm_eps));
+  return head(ops.rms_norm(h, weights_.norm, c.rms_norm_eps), &ops);
 }
 
 void Model::rollback(DecodeState& state, int64_t n) const {

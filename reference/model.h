@@ -63,7 +63,7 @@ struct DecodeState {
 // Per-layer embeddings (GEMMA4.md, Forward 2): [B, S, L, P] from the token ids and the scaled
 // embeddings [B, S, H].
 torch::Tensor per_layer_inputs(const Config& config, const ModelWeights& weights, const torch::Tensor& input_ids,
-                               const torch::Tensor& embeddings);
+                               const torch::Tensor& embeddings, const LayerOps& ops = reference_layer_ops());
 
 class Model {
  public:
@@ -102,8 +102,9 @@ class Model {
   // The two ends of forward, public for measuring them alone (bench/memory): the scaled
   // embeddings [B, S, H] and the per-layer inputs [B, S, L, P] (undefined without PLE) of token
   // ids on the model's device; the LM head and soft-cap of the final norm's output: logits [B, S, V].
-  std::pair<torch::Tensor, torch::Tensor> embed(const torch::Tensor& ids) const;
-  torch::Tensor head(const torch::Tensor& normed) const;
+  // ops: the backend's (scaled_embedding, logit_softcap); nullptr: the reference ones.
+  std::pair<torch::Tensor, torch::Tensor> embed(const torch::Tensor& ids, const LayerOps* ops = nullptr) const;
+  torch::Tensor head(const torch::Tensor& normed, const LayerOps* ops = nullptr) const;
 
  private:
   std::shared_ptr<const Config> config_;  // shared with checkpoint nodes, which may outlive a call

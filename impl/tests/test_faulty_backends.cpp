@@ -112,8 +112,8 @@ void expect_op_bug(const std::string& name, const nlohmann::json& config_json) {
 TEST(FaultyBackends, NamesAndDescriptions) {
   const std::vector<Backend> all = faulty_backends();
   // 11 GEMMA4.md failure modes, 10 numeric bug classes, 5 decoding bugs of engines, 5 of wrapped
-  // caches, 2 that only long rows show
-  ASSERT_EQ(all.size(), 33u);
+  // caches, 2 that only long rows show, 7 of the steps around the layers and of masking
+  ASSERT_EQ(all.size(), 40u);
   for (const Backend& b : all) {
     EXPECT_EQ(b.name.rfind("faulty-", 0), 0u) << b.name;
     EXPECT_FALSE(b.description.empty()) << b.name;
