@@ -126,10 +126,11 @@ Tensor near_ties(const FullForward& truth, const FullForward& same_dtype, int64_
   return ties;
 }
 
-// The routing row: how many real tokens are near-ties (a pass row: information, not a verdict).
+// The routing row: how many real tokens are near-ties (a pass row: information, not a verdict; a
+// count with bound 0, so that calibrate's separation table does not read n / all as an error ratio).
 void record_ties(Reporter& r, const Tensor& ties, const Tensor& real) {
   const int64_t n = (ties & real).sum().item<int64_t>(), all = real.sum().item<int64_t>();
-  r.record("routing", "near_tie_tokens", double(n), double(all), true,
+  r.record("routing", "near_tie_tokens", double(n), 0.0, true,
            std::to_string(n) + " of " + std::to_string(all) + " real tokens routed on a near-tie: don't-care" +
                (n == all ? "; nothing is judged in this dtype (f32 judges every token)" : ""));
 }

@@ -31,6 +31,12 @@ GEMMs of the same quantities, judged in full by the tiny goldens.
 
 bf16/f16 files need baseline/ (`gemma4-conform golden baseline`, run here when --conform is given).
 
+--candidate FILE.h5 writes a candidate file (FORMAT.md, "Candidate files") instead, for one
+--geometry and --dtype: transformers with `--attn sdpa` (PyTorch's SDPA, another attention path than
+the golden's eager one: a legitimate implementation that must pass) or `--bug no-softcap` (the final
+logit soft-cap dropped, a negative control that must fail), judged by
+`gemma4-conform golden check golden/real/<geometry>.<dtype>.h5 FILE.h5`.
+
 --decode writes <geometry>.decode.f32.h5 instead: transformers' greedy generate (the call of
 hf_decode_cases.py) of 8 tokens after a prompt of window + 40 tokens, so every sliding cache has
 wrapped (transformers keeps window - 1 keys; a ring of window - 1 + 16 rows wraps too) and the
@@ -59,6 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from golden_h5py_check import generated_weight  # noqa: E402  (the counter generator, verified there)
 from hf_cases import DTYPES, PAD_ID, judged_rule, set_deterministic, write_golden  # noqa: E402
 from hf_decode_cases import greedy  # noqa: E402
+from transformers_candidate import write as write_candidate  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = REPO_ROOT / "reference" / "configs"
@@ -214,6 +221,20 @@ def generate(geometry: str, dtype_name: str, out: Path, device: str, seed: int) 
     return path
 
 
+def candidate(geometry: str, dtype_name: str, out: Path, device: str, seed: int, attn: str, bug: str) -> Path:
+    """A candidate file: transformers run as another implementation would, on the golden's inputs."""
+    set_deterministic(seed)
+    config = real_config(geometry)
+    model = build_model(config, dtype_name, seed, False, device)
+    model.config._attn_implementation = attn
+    if bug == "no-softcap":
+        model.config.final_logit_softcapping = None
+    inputs = {k: v.to(device) for k, v in make_inputs(config, seed).items()}
+    write_candidate(out, run(model, inputs), {"generator": f"transformers {transformers.__version__} "
+                                                           f"({attn} attention, bug {bug})", "dtype": dtype_name})
+    return out
+
+
 NEW_TOKENS, DECODE_EXTRA, DECODE_PADDING = 8, 40, 45
 
 
@@ -253,7 +274,7 @@ def generate_decode(geometry: str, out: Path, seed: int) -> Path:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--out", type=Path, required=True, help="directory for <geometry>.<dtype>.h5")
+    p.add_argument("--out", type=Path, help="directory for <geometry>.<dtype>.h5 (needed but with --candidate)")
     p.add_argument("--geometry", nargs="+", choices=sorted(GEOMETRIES), default=sorted(GEOMETRIES))
     p.add_argument("--dtype", nargs="+", choices=sorted(DTYPES), default=["f32", "bf16"],
                    help="f16 is slow on CPUs without AVX-512 FP16: the GPU host makes it (ci/gpu/test.sh)")
@@ -263,10 +284,25 @@ def main(argv: list[str]) -> int:
     p.add_argument("--decode", action="store_true", help="write the decode goldens (f32) instead")
     p.add_argument("--print-config", metavar="GEOMETRY", choices=sorted(GEOMETRIES),
                    help="print the reduced config and exit")
+    p.add_argument("--candidate", type=Path, metavar="FILE.h5",
+                   help="write a candidate file for one --geometry and --dtype instead (golden check)")
+    p.add_argument("--attn", choices=("eager", "sdpa"), default="sdpa", help="--candidate: transformers' attention")
+    p.add_argument("--bug", choices=("none", "no-softcap"), default="none",
+                   help="--candidate: plant one bug (a negative control)")
     args = p.parse_args(argv)
     if args.print_config:
         print(json.dumps(real_config(args.print_config), indent=1, sort_keys=True))
         return 0
+    if args.candidate:
+        if len(args.geometry) != 1 or len(args.dtype) != 1:
+            p.error("--candidate needs exactly one --geometry and one --dtype")
+        start = time.monotonic()
+        candidate(args.geometry[0], args.dtype[0], args.candidate, args.device, args.seed, args.attn, args.bug)
+        print(f"wrote {args.candidate} ({args.geometry[0]} {args.dtype[0]}, {args.attn} attention, bug {args.bug}): "
+              f"{time.monotonic() - start:.1f} s", flush=True)
+        return 0
+    if args.out is None:
+        p.error("--out is required (but with --print-config or --candidate)")
     if args.decode:
         for geometry in args.geometry:
             start = time.monotonic()

@@ -5,6 +5,7 @@
 #include <torch/autograd.h>
 
 #include <limits>
+#include <vector>
 
 #include "impl/faulty/faulty_backends.h"
 #include "reference/ops.h"
@@ -57,10 +58,19 @@ struct Bf16WeightGradNorm : torch::autograd::Function<Bf16WeightGradNorm> {
       dx = torch::autograd::grad({rms_norm(x, saved[1].detach(), eps)}, {x}, {dy})[0];
     }
     const int64_t H = saved[1].size(0);
-    const Tensor terms = (dy.to(torch::kFloat32) * rms_norm(saved[0], Tensor(), eps).to(torch::kFloat32)).reshape({-1, H});
-    Tensor running = at::zeros({H}, terms.options().dtype(torch::kBFloat16));
-    for (int64_t t = 0; t < terms.size(0); ++t) running = (running.to(torch::kFloat32) + terms[t]).to(torch::kBFloat16);
-    return {dx, running.to(saved[1].scalar_type()), Tensor()};
+    const Tensor terms = (dy.to(torch::kFloat32) * rms_norm(saved[0], Tensor(), eps).to(torch::kFloat32))
+                             .reshape({-1, H})
+                             .cpu()
+                             .contiguous();
+    // The running sum, rounded to bf16 after each token's term: a scalar loop on the host (the
+    // same arithmetic as a tensor op per token, thousands of times faster at 4098 tokens).
+    std::vector<c10::BFloat16> running(H, c10::BFloat16(0.0f));
+    const float* term = terms.data_ptr<float>();
+    for (int64_t t = 0; t < terms.size(0); ++t, term += H) {
+      for (int64_t h = 0; h < H; ++h) running[h] = c10::BFloat16(static_cast<float>(running[h]) + term[h]);
+    }
+    std::vector<float> sum(running.begin(), running.end());
+    return {dx, torch::from_blob(sum.data(), {H}, torch::kFloat32).clone().to(saved[1].options()), Tensor()};
   }
 };
 
