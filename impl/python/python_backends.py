@@ -98,10 +98,13 @@ class RingCache:
         assert start == self.length, (start, self.length)
         old_k, old_v, first = self.held()
         self.step = torch.cat([old_k, k], 2), torch.cat([old_v, v], 2), first
-        index = torch.arange(start, start + k.shape[2], device=k.device) % self.slots
-        self.k[:, :, index] = k
-        self.v[:, :, index] = v
         self.length = start + k.shape[2]
+        # Only the newest `slots` indices stay: a chunk longer than the ring would repeat slots in
+        # one index_put, whose winner on CUDA is unspecified (the H200 kept older keys).
+        keep = min(k.shape[2], self.slots)
+        index = torch.arange(self.length - keep, self.length, device=k.device) % self.slots
+        self.k[:, :, index] = k[:, :, -keep:]
+        self.v[:, :, index] = v[:, :, -keep:]
 
     def rollback(self, n):
         """Forget the newest n indices: their slots are overwritten by the next update. The ring's
