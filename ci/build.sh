@@ -37,6 +37,8 @@ install_debian_packages() {
   [ -e /usr/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
   [ -e /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
   [ -e /usr/include/benchmark/benchmark.h ] || missing+=(libbenchmark-dev)
+  # The scoreboard's page is tested in a real browser (tools/python/tests/test_scoreboard.py).
+  command -v chromium >/dev/null || missing+=(chromium)
   [ ${#missing[@]} -eq 0 ] && return 0
   say "installing Debian packages: ${missing[*]}"
   local sudo=""

@@ -105,6 +105,12 @@ def attention_scale(config: dict, dtype: torch.dtype, device: str) -> torch.nn.M
     return model
 
 
+def window_off_by_one(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
+    """Sliding layers built with a window one key wider than the checkpoint's (the +1 family of
+    sglang #26147): the scoreboard's broken adapter -> golden/* on every model with a sliding layer."""
+    return transformers_models.eager({**config, "sliding_window": config["sliding_window"] + 1}, dtype, device)
+
+
 def nan_grad(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
     """A backward that leaves NaN in one weight's gradient (the final norm's), the forward untouched
     -> finite_grads/* (and golden/*, whose rule refuses non-finite values)."""

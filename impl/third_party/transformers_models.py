@@ -6,6 +6,7 @@ the golden's), in the installed transformers' version:
 
     python -m gemma4_conform conform-model --factory transformers_models:eager
     python -m gemma4_conform conform-model --factory transformers_models:sdpa
+    python -m gemma4_conform conform-model --factory transformers_models:flex_attention
     python -m gemma4_conform conform-model --factory transformers_models:liger      # Liger-Kernel's patch
     python -m gemma4_conform conform-model --factory transformers_models:axolotl_fused_attn  # axolotl's patch
     python -m gemma4_conform conform-model --factory transformers_models:from_config   # _from_config(torch_dtype=)
@@ -46,6 +47,15 @@ def eager(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
 
 def sdpa(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
     return _model(config, dtype, device, "sdpa")
+
+
+def flex_attention(config: dict, dtype: torch.dtype, device: str) -> torch.nn.Module:
+    """transformers' FlexAttention path (torch.nn.attention.flex_attention, compiled by transformers).
+    torch 2.11's FlexAttention has no backward on the CPU ("FlexAttention does not support backward
+    on CPU"), and every check trains: not supported there."""
+    if torch.device(device).type == "cpu":
+        raise NotSupported("FlexAttention has no backward on the CPU (torch " + torch.__version__ + ")")
+    return _model(config, dtype, device, "flex_attention")
 
 
 def from_config(config, dtype, device):

@@ -23,6 +23,7 @@ int conform_command(const std::vector<std::string>& args, const impl::Backend* g
 int calibrate_command(const std::vector<std::string>& args);
 int bench_compare_command(const std::vector<std::string>& args);
 int memory_command(const std::vector<std::string>& args);
+int scoreboard_command(const std::vector<std::string>& args);  // runs python -m gemma4_conform scoreboard
 
 // "<program> <command> [options]": runs the command named by args[0] (dispatch.cpp).
 int run_command(const std::string& program, const std::vector<std::string>& args);

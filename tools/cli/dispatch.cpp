@@ -31,6 +31,8 @@ const Command kCommands[] = {
     {"bench-compare", "compare two gemma4-bench JSON reports; exit 1 on a performance regression", bench_compare_command},
     {"memory", "activation memory: measure peaks on a device, or report a points file against the estimate",
      memory_command},
+    {"scoreboard", "every Gemma-4 implementation this machine runs, judged: JSON, HTML page, Markdown (Python package)",
+     scoreboard_command},
 };
 
 void print_usage(const std::string& program, std::ostream& out) {

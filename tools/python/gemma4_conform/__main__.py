@@ -2,6 +2,7 @@
 
     python -m gemma4_conform conform --backend MODULE:FACTORY [conform's options]
     python -m gemma4_conform conform-model --factory MODULE:FACTORY [--help for its options]
+    python -m gemma4_conform scoreboard --out DIR [--help for its options]
 
 imports MODULE, calls FACTORY() for a gemma4_conform.Backend and runs the suite on it, with every
 option of `gemma4-conform conform` (--device, --dtype, --filter, --steps, --report, --junit,
@@ -61,6 +62,9 @@ def main(argv=None) -> int:
     if args and args[0] == "conform-model":
         from . import model_runner
         return model_runner.main(args[1:])
+    if args and args[0] == "scoreboard":
+        from . import scoreboard
+        return scoreboard.main(args[1:])
     spec, rest = split_backend(args[1:])
     if not args or args[0] != "conform" or spec is None or ":" not in spec:
         return run_cli(args)

@@ -1,0 +1,136 @@
+"""python -m gemma4_conform scoreboard: every Gemma-4 implementation this machine can run, judged by
+the suite, written as JSON, a static HTML page and a Markdown table.
+
+    python -m gemma4_conform scoreboard --out tools/scoreboard [--device cpu,cuda] [--dtype f32,bf16]
+        [--subjects REGEX] [--add NAME=MODULE:FACTORY ...] [--filter REGEX] [--skip-real-size]
+        [--timeout S] [--triage FILE.json] [--readme README.md]
+    python -m gemma4_conform scoreboard --render tools/scoreboard/scoreboard.json --out DIR
+
+Subjects: gemma4_conform/scoreboard_subjects.py (one table). Each (subject, device, dtype) is one run
+of the suite's own runner in a child process; what this machine cannot run is a row saying why.
+--add puts a model factory of your own on the board beside them (conform-model's contract).
+--render makes the page and the table again from a JSON alone (the committed page is that output).
+--triage: {"<implementation> <path>": "what its failures are"}, shown on the page beside the row.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .scoreboard_page import markdown, page
+from .scoreboard_run import CATEGORIES, RunOptions, run_subject
+from .scoreboard_subjects import NOT_YET, SUBJECTS, Subject, SubjectKind
+
+
+def machine() -> str:
+    """The machine in words: CPU model and cores, and the GPU when asked for CUDA."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores"
+
+
+def gpu_name() -> str:
+    import torch
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else ""
+
+
+def our_version() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
+    return out.stdout.strip() or "in-tree"
+
+
+BEGIN, END = "<!-- scoreboard: begin (python -m gemma4_conform scoreboard --readme) -->", "<!-- scoreboard: end -->"
+
+
+def readme_with(readme: str, table: str) -> str:
+    """The README with the table between the scoreboard markers (which must be there)."""
+    if BEGIN not in readme or END not in readme:
+        raise ValueError(f"the README has no '{BEGIN}' ... '{END}' block")
+    head, rest = readme.split(BEGIN, 1)
+    return head + BEGIN + "\n" + table + rest[rest.index(END):]
+
+
+def write(board: dict, out: Path, readme: Path | None = None) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "scoreboard.json").write_text(json.dumps(board, indent=1, sort_keys=True) + "\n")
+    (out / "index.html").write_text(page(board))
+    (out / "scoreboard.md").write_text(markdown(board))
+    print(f"wrote {out}/scoreboard.json, index.html, scoreboard.md")
+    if readme:
+        readme.write_text(readme_with(readme.read_text(), markdown(board)))
+        print(f"updated the scoreboard table in {readme}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gemma4_conform scoreboard", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, required=True, help="directory for scoreboard.json, index.html, scoreboard.md")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cpu,cuda")
+    p.add_argument("--dtype", default="f32,bf16", help="comma-separated: f32, bf16, f16")
+    p.add_argument("--subjects", default="", help="only subjects whose '<implementation> <path>' matches (re.search)")
+    p.add_argument("--add", action="append", default=[], metavar="NAME=MODULE:FACTORY",
+                   help="another subject: a conform-model factory, shown as NAME (repeatable)")
+    p.add_argument("--filter", default="", help="only the checks this regex matches (the runners' --filter)")
+    p.add_argument("--skip-real-size", action="store_true", help="in-tree backends without the real_size category")
+    p.add_argument("--timeout", type=float, default=3600, help="seconds one run may take")
+    p.add_argument("--triage", type=Path, help="JSON {'<implementation> <path>': note} shown beside failing rows")
+    p.add_argument("--render", type=Path, metavar="JSON", help="only render this scoreboard.json again")
+    p.add_argument("--readme", type=Path, help="also put the Markdown table into this README's scoreboard block")
+    args = p.parse_args(argv)
+
+    if args.render:
+        if not args.render.is_file():
+            p.error(f"--render {args.render}: no such file")
+        write(json.loads(args.render.read_text()), args.out, args.readme)
+        return 0
+    devices = [d for d in args.device.split(",") if d]
+    dtypes = [d for d in args.dtype.split(",") if d]
+    bad = [d for d in devices if d not in ("cpu", "cuda")] + [d for d in dtypes if d not in ("f32", "bf16", "f16")]
+    if bad:
+        p.error(f"unknown device or dtype: {', '.join(bad)}")
+    try:
+        pattern = re.compile(args.subjects)
+    except re.error as e:
+        p.error(f"--subjects {args.subjects!r}: {e}")
+    triage = json.loads(args.triage.read_text()) if args.triage else {}
+    subjects = [s for s in SUBJECTS if pattern.search(s.name)]
+    for extra in args.add:
+        name, _, spec = extra.partition("=")
+        if not name or ":" not in spec:
+            p.error(f"--add {extra!r}: expected NAME=MODULE:FACTORY")
+        subjects.append(Subject(name, "(--add)", SubjectKind.MODEL, spec, fixed_version="-", note=spec))
+    if not subjects:
+        p.error(f"--subjects {args.subjects!r} matches no subject and nothing was added")
+    options = RunOptions(timeout=args.timeout, skip_real_size=args.skip_real_size, filter=args.filter)
+
+    runs = [(s, d, t) for s in subjects for d in devices for t in dtypes]
+    rows, ours, start = [], our_version(), time.monotonic()
+    for i, (subject, device, dtype) in enumerate(runs, 1):
+        print(f"[{i}/{len(runs)}] {subject.name} {device} {dtype} ...", end=" ", flush=True)
+        row = run_subject(subject, device, dtype, options, ours)
+        if subject.name in triage:
+            row["triage"] = triage[subject.name]
+        verdicts = sorted({c["verdict"] for c in row["cells"].values()} - {"not_applicable"})
+        print(f"{', '.join(verdicts)} ({row.get('seconds', 0)} s)" if row["ran"] else f"cannot run here: {row['why']}",
+              flush=True)
+        rows.append(row)
+    gpu = gpu_name() if "cuda" in devices else ""
+    board = {"tool": "scoreboard", "categories": list(CATEGORIES), "rows": rows,
+             "machine": machine() + (f", {gpu}" if gpu else ""),
+             "command": "python -m gemma4_conform scoreboard " + " ".join(argv if argv is not None else sys.argv[2:]),
+             "seconds": round(time.monotonic() - start, 1), "not_yet": [list(x) for x in NOT_YET]}
+    write(board, args.out, args.readme)
+    return 0

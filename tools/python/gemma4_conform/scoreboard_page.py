@@ -1,0 +1,161 @@
+"""The scoreboard as a static HTML page and a Markdown table, both made from its JSON alone (so the
+committed page can be checked against the committed JSON by rendering it again).
+
+Every cell carries its numbers as data attributes (data-verdict, data-failed, data-ratio), which the
+browser test reads back and compares with the JSON; every failing cell links to its rows below the
+table (#rows-<row>-<category>), and every row to its triage when it has one.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+SYMBOL = {"pass": "pass", "fail": "FAIL", "not_supported": "not supported", "not_applicable": "-",
+          "not_run": "not run", "cannot_run": "cannot run here"}
+
+
+def row_id(row: dict) -> str:
+    return "-".join(part.replace(" ", "_").replace("/", "_") for part in
+                    (row["implementation"], row["path"], row["device"], row["dtype"]))
+
+
+def ratio_text(r) -> str:
+    return "inf" if r is None or (isinstance(r, float) and math.isinf(r)) else f"{r:.3g}"
+
+
+def cell_text(cell: dict) -> str:
+    """One line per cell, the same on the page and in the Markdown table."""
+    verdict = cell["verdict"]
+    if verdict == "fail" and "failed_tests" in cell:
+        return f"FAIL {cell['failed_tests']}/{cell['tests']} (x{ratio_text(cell['worst_ratio'])})"
+    if verdict == "pass":
+        return f"pass {cell['judged_tests']}/{cell['tests']}"
+    return SYMBOL[verdict]
+
+
+def markdown(board: dict) -> str:
+    cats = board["categories"]
+    lines = [f"| implementation | version | device | dtype | {' | '.join(cats)} |",
+             "|---|---|---|---|" + "---|" * len(cats)]
+    for row in board["rows"]:
+        cells = " | ".join(cell_text(row["cells"][c]) for c in cats)
+        lines.append(f"| {row['subject']} | {row['version']} | {row['device']} | {row['dtype']} | {cells} |")
+    lines.append("")
+    lines.append(f"Machine: {board['machine']}. Cells: pass judged/tests; FAIL failed/tests (worst error/bound); "
+                 "not supported (the subject's reason); cannot run here (why); - (the runner has no such category).")
+    for name, why in board.get("not_yet", []):
+        lines.append(f"- {name}: {why}")
+    return "\n".join(lines) + "\n"
+
+
+def _cell_html(row: dict, category: str) -> str:
+    cell = row["cells"][category]
+    verdict = cell["verdict"]
+    attrs = f'class="{verdict}" data-verdict="{verdict}"'
+    if verdict == "fail" and "failed_tests" in cell:
+        attrs += f' data-failed="{cell["failed_tests"]}" data-ratio="{ratio_text(cell["worst_ratio"])}"'
+        body = f'<a href="#rows-{row_id(row)}-{category}">{html.escape(cell_text(cell))}</a>'
+    else:
+        body = html.escape(cell_text(cell))
+    why = cell.get("why") or cell.get("worst_at") or ""
+    title = f' title="{html.escape(why, quote=True)}"' if why else ""
+    return f"<td {attrs}{title}>{body}</td>"
+
+
+def _failing_rows_html(row: dict, category: str) -> str:
+    cell = row["cells"][category]
+    items = []
+    for r in cell.get("failing", []):
+        items.append("<tr>" + "".join(f"<td>{html.escape(str(r.get(k, '')))}</td>"
+                                      for k in ("test", "case", "metric", "value", "bound", "detail")) + "</tr>")
+    head = "<tr><th>test</th><th>case</th><th>metric</th><th>value</th><th>bound</th><th>detail</th></tr>"
+    return (f'<section id="rows-{row_id(row)}-{category}"><h3>{html.escape(row["subject"])} {row["device"]} '
+            f'{row["dtype"]}: {category}</h3><table class="rows">{head}{"".join(items)}</table></section>')
+
+
+def page(board: dict) -> str:
+    cats = board["categories"]
+    head = "".join(f"<th>{c}</th>" for c in cats)
+    body, details = [], []
+    for row in board["rows"]:
+        triage = row.get("triage")
+        subject = html.escape(row["subject"])
+        if triage:
+            subject += f' <a class="triage" href="#triage-{row_id(row)}">triaged</a>'
+            details.append(f'<section id="triage-{row_id(row)}"><h3>{html.escape(row["subject"])}</h3>'
+                           f'<p>{html.escape(triage)}</p></section>')
+        cells = "".join(_cell_html(row, c) for c in cats)
+        body.append(f'<tr id="{row_id(row)}"><th scope="row" title="{html.escape(row.get("note", ""), quote=True)}">'
+                    f'{subject}</th><td>{html.escape(row["version"])}</td><td>{row["device"]}</td>'
+                    f'<td>{row["dtype"]}</td>{cells}</tr>')
+        details += [_failing_rows_html(row, c) for c in cats
+                    if row["cells"][c]["verdict"] == "fail" and "failed_tests" in row["cells"][c]]
+    not_yet = "".join(f"<li>{html.escape(n)}: {html.escape(w)}</li>" for n, w in board.get("not_yet", []))
+    style = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid #bbb;"
+             "padding:2px 6px;font-size:13px;text-align:left}.pass{background:#d9f2d9}.fail{background:#f7c5c5}"
+             ".not_supported,.cannot_run,.not_run{background:#eee;color:#555}.not_applicable{color:#999}")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Gemma-4 conformance scoreboard"
+            f"</title><style>{style}</style></head><body>\n<h1>Gemma-4 conformance scoreboard</h1>\n"
+            f"<p>Made by <code>{html.escape(board['command'])}</code> on {html.escape(board['machine'])}. "
+            "Cells: pass judged/tests; FAIL failed/tests (worst error/bound, linked to the failing rows); "
+            "not supported (the subject's reason, on hover); cannot run here (why, on hover).</p>\n"
+            f'<table id="scoreboard"><thead><tr><th>implementation</th><th>version</th><th>device</th>'
+            f"<th>dtype</th>{head}</tr></thead><tbody>\n" + "\n".join(body) + "\n</tbody></table>\n"
+            f"<h2>Not on the board yet</h2><ul>{not_yet}</ul>\n<h2>Failing rows and triage</h2>\n"
+            + "\n".join(details) + "\n</body></html>\n")
+
+
+# --- the page as a browser rendered it ------------------------------------------------------------
+
+def rendered_problems(dom: str, board: dict) -> list[str]:
+    """What is wrong with a browser's DOM of the page (chromium --dump-dom) against the JSON: the table
+    missing, a row or cell missing or different (verdict, failed tests, worst ratio), a link whose
+    target is not on the page. [] when the page shows exactly the JSON."""
+    from html.parser import HTMLParser
+
+    class Dom(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.ids, self.links, self.rows, self.in_board = set(), [], [], False
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if "id" in a:
+                self.ids.add(a["id"])
+            if tag == "a" and a.get("href", "").startswith("#"):
+                self.links.append(a["href"][1:])
+            if tag == "table":
+                self.in_board = a.get("id") == "scoreboard"
+            if self.in_board and tag == "tr" and "id" in a:
+                self.rows.append((a["id"], []))
+            if self.in_board and tag == "td" and "data-verdict" in a and self.rows:
+                self.rows[-1][1].append(a)
+
+    d = Dom()
+    d.feed(dom)
+    problems = []
+    if "scoreboard" not in d.ids:
+        problems.append("no table#scoreboard in the rendered page")
+    rendered = dict(d.rows)
+    cats = board["categories"]
+    for row in board["rows"]:
+        rid = row_id(row)
+        if rid not in rendered:
+            problems.append(f"row {rid} missing")
+            continue
+        cells = rendered[rid]
+        if len(cells) != len(cats):
+            problems.append(f"row {rid}: {len(cells)} cells for {len(cats)} categories")
+            continue
+        for category, attrs in zip(cats, cells):
+            cell = row["cells"][category]
+            want = {"data-verdict": cell["verdict"]}
+            if cell["verdict"] == "fail" and "failed_tests" in cell:
+                want.update({"data-failed": str(cell["failed_tests"]), "data-ratio": ratio_text(cell["worst_ratio"])})
+            for key, value in want.items():
+                if attrs.get(key) != value:
+                    problems.append(f"row {rid} {category}: {key} {attrs.get(key)!r}, the JSON says {value!r}")
+    if len(rendered) != len(board["rows"]):
+        problems.append(f"{len(rendered)} rows on the page, {len(board['rows'])} in the JSON")
+    problems += [f"link #{target} has no target on the page" for target in d.links if target not in d.ids]
+    return problems

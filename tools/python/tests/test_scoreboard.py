@@ -1,0 +1,97 @@
+"""The scoreboard (python -m gemma4_conform scoreboard): the committed page is the command's output,
+a real browser renders it with every number equal to the JSON and every link resolving, a broken
+adapter turns its row red, and a subject whose package is gone says so instead of failing."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemma4_conform import scoreboard
+from gemma4_conform.scoreboard_page import markdown, page, rendered_problems
+
+SOURCE = Path(__file__).resolve().parents[3]
+BOARD = SOURCE / "tools/scoreboard"
+
+
+def committed() -> dict:
+    return json.loads((BOARD / "scoreboard.json").read_text())
+
+
+def test_committed_page_is_the_commands_output(tmp_path):
+    assert scoreboard.main(["--render", str(BOARD / "scoreboard.json"), "--out", str(tmp_path)]) == 0
+    for name in ("index.html", "scoreboard.md"):
+        assert (tmp_path / name).read_text() == (BOARD / name).read_text(), \
+            f"tools/scoreboard/{name} is not the output of --render: rebuild it (README, 'Scoreboard')"
+    readme = (SOURCE / "README.md").read_text()
+    assert scoreboard.readme_with(readme, markdown(committed())) == readme, "README's scoreboard table is stale"
+
+
+def chromium_dom(html_file: Path, profile: Path) -> str:
+    """The page's DOM after Debian's Chromium loaded it (headless, as the brief says it runs here)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.fail("chromium is not installed: ci/build.sh installs Debian's chromium")
+    out = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--disable-component-update", f"--user-data-dir={profile}", "--dump-dom",
+                          html_file.resolve().as_uri()], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "<table" in out.stdout, out.stderr[-2000:]
+    return out.stdout
+
+
+def test_page_renders_in_chromium_as_the_json_says(tmp_path):
+    board = committed()
+    problems = rendered_problems(chromium_dom(BOARD / "index.html", tmp_path / "profile"), board)
+    assert problems == [], "\n".join(problems)
+    assert any(c["verdict"] == "pass" for r in board["rows"] for c in r["cells"].values())
+
+
+def test_browser_check_catches_a_wrong_number_and_a_dead_link(tmp_path):
+    """Negative control: the same check on a page whose JSON says otherwise, and with a broken link."""
+    board = committed()
+    mutated = json.loads(json.dumps(board))
+    row = next(r for r in mutated["rows"] if r["cells"]["golden"]["verdict"] == "pass")
+    row["cells"]["golden"] = {"verdict": "fail", "tests": 9, "failed_tests": 2, "worst_ratio": 3.5, "worst_at": "x",
+                              "failing": []}
+    dom = chromium_dom(BOARD / "index.html", tmp_path / "profile")
+    assert any("data-verdict 'pass', the JSON says 'fail'" in p for p in rendered_problems(dom, mutated))
+    broken = tmp_path / "broken.html"
+    broken.write_text(page(board).replace("</h1>", '</h1><a href="#no-such-section">x</a>', 1))
+    problems = rendered_problems(chromium_dom(broken, tmp_path / "profile2"), board)
+    assert problems == ["link #no-such-section has no target on the page"]
+
+
+def run_board(tmp_path, *args, env=None) -> dict:
+    out = tmp_path / "board"
+    proc = subprocess.run([sys.executable, "-m", "gemma4_conform", "scoreboard", "--out", str(out), "--dtype", "f32",
+                           "--filter", "golden/model/e2b", *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads((out / "scoreboard.json").read_text())
+
+
+def test_a_broken_adapter_turns_its_row_red(tmp_path):
+    board = run_board(tmp_path, "--subjects", "^transformers eager$",
+                      "--add", "eager with window + 1=model_controls:window_off_by_one")
+    cells = {r["subject"]: r["cells"]["golden"] for r in board["rows"]}
+    assert cells["transformers eager"]["verdict"] == "pass"
+    broken = cells["eager with window + 1 (--add)"]
+    assert broken["verdict"] == "fail" and broken["worst_ratio"] > 1, broken
+    assert "FAIL 1/1" in markdown(board)
+
+
+def test_a_subject_without_its_package_cannot_run_here(tmp_path):
+    """transformers made unimportable in the scoreboard's process (sys.modules entry None, as after
+    uninstalling it): its rows say why, and nothing is reported as failed."""
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['transformers'] = None\n")
+    import os
+    env = dict(os.environ, PYTHONPATH=f"{hide}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    board = run_board(tmp_path, "--subjects", "^transformers (eager|sdpa)$", env=env)
+    for row in board["rows"]:
+        assert row["ran"] is False
+        assert row["why"] == "the Python package 'transformers' is not installed"
+        assert {c["verdict"] for c in row["cells"].values()} == {"cannot_run"}
