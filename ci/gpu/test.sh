@@ -48,6 +48,9 @@
 #                         8), real_size left out (minutes per run at every level).
 # Optional steps (only with --only):
 #   cuda-ops              golden and op_sweep with one fused op at a time (GEMMA4_CUDA_OPS), to bisect;
+#   scoreboard            python -m gemma4_conform scoreboard --device cuda in $DTYPES (default bf16),
+#                         real_size left out: every subject this host runs (transformers on CUDA,
+#                         Liger-Kernel and axolotl from .whl/, our cuda backends), into $OUT/scoreboard;
 #   cuda-quick            one kernel iteration: the suite for both cuda backends in bf16 and f16
 #                         ($CONFORM_FILTER narrows it; RUN_TIMEOUT default 240), the attention kernels'
 #                         resource use (cuobjdump), attention at S = 8192 beside its peers (median of 3).
@@ -57,7 +60,7 @@ set -uo pipefail
 source "$(dirname "$0")/common.sh" || exit 2
 STEPS_DEFAULT=(build ctest compare-transformers golden-verify golden-real conform cuda-backend decode python
   third-party third-party-controls model model-tests real-size calibrate calibrate-cpu)
-STEPS_OPTIONAL=(cuda-ops cuda-quick)
+STEPS_OPTIONAL=(cuda-ops cuda-quick scoreboard)
 stage_init test "$@"
 CLI=build/bin/gemma4-conform
 
@@ -290,6 +293,12 @@ if step real-size && python_env; then
     python3 golden/generators/hf_real_cases.py --out golden/real --dtype f16 --device cuda --conform $CLI
   calibrate_run "real-size-cuda-$(gpu_key)" --device cuda --categories real_size --dtype "${DTYPES:-bf16,f16,f32}" \
     --jobs "${JOBS:-4}"
+fi
+
+if step scoreboard && python_env; then
+  RUN_TIMEOUT=${RUN_TIMEOUT:-560} detail_re='^wrote ' run scoreboard 0 "$OUT/scoreboard.log" \
+    python3 -m gemma4_conform scoreboard --out "$OUT/scoreboard" --device cuda --dtype "${DTYPES:-bf16}" --skip-real-size
+  grep -E "^\[" "$OUT/scoreboard.log" | tail -40
 fi
 
 if step calibrate; then

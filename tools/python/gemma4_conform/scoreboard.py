@@ -48,6 +48,10 @@ def gpu_name() -> str:
 
 
 def our_version() -> str:
+    """This project's commit: $GEMMA4_GIT_SHA when set (as tools/git_sha.cmake reads it: the GPU host's
+    copy of the tree has a .git that does not follow it), else git's HEAD here."""
+    if os.environ.get("GEMMA4_GIT_SHA"):
+        return os.environ["GEMMA4_GIT_SHA"]
     out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
     return out.stdout.strip() or "in-tree"
 
