@@ -5,6 +5,7 @@ the suite, written as JSON, a static HTML page and a Markdown table.
         [--subjects REGEX] [--add NAME=MODULE:FACTORY ...] [--filter REGEX] [--skip-real-size]
         [--timeout S] [--triage FILE.json] [--readme README.md]
     python -m gemma4_conform scoreboard --render tools/scoreboard/scoreboard.json --out DIR
+    python -m gemma4_conform scoreboard --merge cpu/scoreboard.json gpu/scoreboard.json --out DIR
 
 Subjects: gemma4_conform/scoreboard_subjects.py (one table). Each (subject, device, dtype) is one run
 of the suite's own runner in a child process; what this machine cannot run is a row saying why.
@@ -78,6 +79,16 @@ def write(board: dict, out: Path, readme: Path | None = None) -> None:
         print(f"updated the scoreboard table in {readme}")
 
 
+def merged(boards: list[dict]) -> dict:
+    """One board from several (the same categories), rows in the given order; machines and commands joined."""
+    if any(b["categories"] != boards[0]["categories"] for b in boards):
+        raise SystemExit("--merge: the boards have different categories (made by different versions)")
+    return {**boards[0], "rows": [r for b in boards for r in b["rows"]],
+            "machine": "; ".join(dict.fromkeys(b["machine"] for b in boards)),
+            "command": " ; ".join(b["command"] for b in boards),
+            "seconds": round(sum(b.get("seconds", 0) for b in boards), 1)}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m gemma4_conform scoreboard", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -93,8 +104,16 @@ def main(argv=None) -> int:
     p.add_argument("--triage", type=Path, help="JSON {'<implementation> <path>': note} shown beside failing rows")
     p.add_argument("--render", type=Path, metavar="JSON", help="only render this scoreboard.json again")
     p.add_argument("--readme", type=Path, help="also put the Markdown table into this README's scoreboard block")
+    p.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
+                   help="only join these scoreboard.json files (a CPU and a GPU board) into one, rows in order")
     args = p.parse_args(argv)
 
+    if args.merge:
+        missing = [str(m) for m in args.merge if not m.is_file()]
+        if missing:
+            p.error(f"--merge: no such file: {', '.join(missing)}")
+        write(merged([json.loads(m.read_text()) for m in args.merge]), args.out, args.readme)
+        return 0
     if args.render:
         if not args.render.is_file():
             p.error(f"--render {args.render}: no such file")

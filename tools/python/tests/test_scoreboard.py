@@ -96,3 +96,17 @@ def test_a_subject_without_its_package_cannot_run_here(tmp_path):
         assert row["ran"] is False
         assert row["why"] == "the Python package 'transformers' is not installed"
         assert {c["verdict"] for c in row["cells"].values()} == {"cannot_run"}
+
+
+def test_merge_joins_boards_and_refuses_other_categories():
+    cpu = committed()
+    gpu = json.loads(json.dumps(cpu))
+    for row in gpu["rows"]:
+        row["device"] = "cuda"
+    gpu["machine"] = "a GPU host"
+    board = scoreboard.merged([cpu, gpu])
+    assert len(board["rows"]) == 2 * len(cpu["rows"]) and board["machine"] == f"{cpu['machine']}; a GPU host"
+    assert rendered_problems(page(board), board) == []  # the page's own HTML, parsed without a browser
+    gpu["categories"] = gpu["categories"][:-1]
+    with pytest.raises(SystemExit, match="different categories"):
+        scoreboard.merged([cpu, gpu])
