@@ -11,7 +11,8 @@ Subjects: gemma4_conform/scoreboard_subjects.py (one table). Each (subject, devi
 of the suite's own runner in a child process; what this machine cannot run is a row saying why.
 --add puts a model factory of your own on the board beside them (conform-model's contract).
 --render makes the page and the table again from a JSON alone (the committed page is that output).
---triage: {"<implementation> <path>": "what its failures are"}, shown on the page beside the row.
+--triage: {"<implementation> <path>[ <device>]": "what its failures are"}, shown on the page beside the row
+(also with --render and --merge).
 """
 from __future__ import annotations
 
@@ -68,6 +69,17 @@ def readme_with(readme: str, table: str) -> str:
     return head + BEGIN + "\n" + table + rest[rest.index(END):]
 
 
+def with_triage(board: dict, triage: dict) -> dict:
+    """Each row's triage note: the one keyed '<implementation> <path> <device>', else '<implementation> <path>'."""
+    for row in board["rows"]:
+        note = triage.get(f"{row['subject']} {row['device']}") or triage.get(row["subject"])
+        if note:
+            row["triage"] = note
+        elif triage:
+            row.pop("triage", None)
+    return board
+
+
 def write(board: dict, out: Path, readme: Path | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "scoreboard.json").write_text(json.dumps(board, indent=1, sort_keys=True) + "\n")
@@ -107,17 +119,20 @@ def main(argv=None) -> int:
     p.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                    help="only join these scoreboard.json files (a CPU and a GPU board) into one, rows in order")
     args = p.parse_args(argv)
+    if args.triage and not args.triage.is_file():
+        p.error(f"--triage {args.triage}: no such file")
+    triage = json.loads(args.triage.read_text()) if args.triage else {}
 
     if args.merge:
         missing = [str(m) for m in args.merge if not m.is_file()]
         if missing:
             p.error(f"--merge: no such file: {', '.join(missing)}")
-        write(merged([json.loads(m.read_text()) for m in args.merge]), args.out, args.readme)
+        write(with_triage(merged([json.loads(m.read_text()) for m in args.merge]), triage), args.out, args.readme)
         return 0
     if args.render:
         if not args.render.is_file():
             p.error(f"--render {args.render}: no such file")
-        write(json.loads(args.render.read_text()), args.out, args.readme)
+        write(with_triage(json.loads(args.render.read_text()), triage), args.out, args.readme)
         return 0
     devices = [d for d in args.device.split(",") if d]
     dtypes = [d for d in args.dtype.split(",") if d]
@@ -128,7 +143,6 @@ def main(argv=None) -> int:
         pattern = re.compile(args.subjects)
     except re.error as e:
         p.error(f"--subjects {args.subjects!r}: {e}")
-    triage = json.loads(args.triage.read_text()) if args.triage else {}
     subjects = [s for s in SUBJECTS if pattern.search(s.name)]
     for extra in args.add:
         name, _, spec = extra.partition("=")
@@ -144,8 +158,6 @@ def main(argv=None) -> int:
     for i, (subject, device, dtype) in enumerate(runs, 1):
         print(f"[{i}/{len(runs)}] {subject.name} {device} {dtype} ...", end=" ", flush=True)
         row = run_subject(subject, device, dtype, options, ours)
-        if subject.name in triage:
-            row["triage"] = triage[subject.name]
         verdicts = sorted({c["verdict"] for c in row["cells"].values()} - {"not_applicable"})
         print(f"{', '.join(verdicts)} ({row.get('seconds', 0)} s)" if row["ran"] else f"cannot run here: {row['why']}",
               flush=True)
@@ -155,5 +167,5 @@ def main(argv=None) -> int:
              "machine": machine() + (f", {gpu}" if gpu else ""),
              "command": "python -m gemma4_conform scoreboard " + " ".join(argv if argv is not None else sys.argv[2:]),
              "seconds": round(time.monotonic() - start, 1), "not_yet": [list(x) for x in NOT_YET]}
-    write(board, args.out, args.readme)
+    write(with_triage(board, triage), args.out, args.readme)
     return 0

@@ -43,6 +43,9 @@ def markdown(board: dict) -> str:
     lines.append("")
     lines.append(f"Machine: {board['machine']}. Cells: pass judged/tests; FAIL failed/tests (worst error/bound); "
                  "not supported (the subject's reason); cannot run here (why); - (the runner has no such category).")
+    for row in board["rows"]:
+        if row.get("triage"):
+            lines.append(f"- {row['subject']} ({row['device']}, {row['dtype']}): {row['triage']}")
     for name, why in board.get("not_yet", []):
         lines.append(f"- {name}: {why}")
     return "\n".join(lines) + "\n"
@@ -82,8 +85,10 @@ def page(board: dict) -> str:
         subject = html.escape(row["subject"])
         if triage:
             subject += f' <a class="triage" href="#triage-{row_id(row)}">triaged</a>'
-            details.append(f'<section id="triage-{row_id(row)}"><h3>{html.escape(row["subject"])}</h3>'
-                           f'<p>{html.escape(triage)}</p></section>')
+            details.append(f'<section id="triage-{row_id(row)}"><h3>{html.escape(row["subject"])} {row["device"]} '
+                           f'{row["dtype"]}: triage</h3><p>{html.escape(triage)}</p></section>')
+        elif any(c["verdict"] == "fail" for c in row["cells"].values()):
+            subject += ' <span class="untriaged">untriaged</span>'
         cells = "".join(_cell_html(row, c) for c in cats)
         body.append(f'<tr id="{row_id(row)}"><th scope="row" title="{html.escape(row.get("note", ""), quote=True)}">'
                     f'{subject}</th><td>{html.escape(row["version"])}</td><td>{row["device"]}</td>'
@@ -93,7 +98,7 @@ def page(board: dict) -> str:
     not_yet = "".join(f"<li>{html.escape(n)}: {html.escape(w)}</li>" for n, w in board.get("not_yet", []))
     style = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid #bbb;"
              "padding:2px 6px;font-size:13px;text-align:left}.pass{background:#d9f2d9}.fail{background:#f7c5c5}"
-             ".not_supported,.cannot_run,.not_run{background:#eee;color:#555}.not_applicable{color:#999}")
+             ".not_supported,.cannot_run,.not_run{background:#eee;color:#555}.untriaged{color:#b00;font-weight:bold}.not_applicable{color:#999}")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Gemma-4 conformance scoreboard"
             f"</title><style>{style}</style></head><body>\n<h1>Gemma-4 conformance scoreboard</h1>\n"
             f"<p>Made by <code>{html.escape(board['command'])}</code> on {html.escape(board['machine'])}. "

@@ -12,6 +12,7 @@ import importlib.metadata
 import importlib.util
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -43,7 +44,12 @@ def version(subject: Subject, ours: str) -> str:
     if not subject.version_of:
         return ours
     try:
+        if subject.site:  # the pinned environment's own copy
+            return next(d.version for d in importlib.metadata.distributions(path=[str(Path(subject.site).resolve())])
+                        if d.metadata["Name"].lower() == subject.version_of)
         return importlib.metadata.version(subject.version_of)
+    except StopIteration:
+        return "not installed"
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
 
@@ -52,6 +58,8 @@ def why_cannot_run(subject: Subject, device: str) -> str:
     """"" when the subject can run here on `device`, else why not (one line)."""
     if device not in subject.devices:
         return f"runs on {' or '.join(subject.devices)} only"
+    if subject.site and not (Path(subject.site) / ".complete").is_file():
+        return f"{subject.site} is not built (impl/third_party/historic_envs.sh)"
     for package in subject.packages:
         if not importable(package):
             return f"the Python package '{package}' is not installed"
@@ -82,14 +90,22 @@ def builtin_backends() -> list[str]:
     return _BUILTIN
 
 
+def both(a: str, b: str) -> str:
+    """A regex (search semantics, Python's and ECMAScript's) matching where both a and b match."""
+    if not a or not b:
+        return a or b
+    return f"^(?=.*(?:{a}))(?=.*(?:{b}))"
+
+
 def command(subject: Subject, device: str, dtype: str, report: Path, options: RunOptions) -> list[str]:
     base = [sys.executable, "-m", "gemma4_conform"]
-    filter_args = ["--filter", options.filter] if options.filter else []
+    checks = both(options.filter, subject.filter)
+    filter_args = ["--filter", checks] if checks else []
     if subject.kind is SubjectKind.MODEL:
         return base + ["conform-model", "--factory", subject.spec, "--device", device, "--dtype", dtype,
                        "--report", str(report), *filter_args]
     if options.skip_real_size:
-        filter_args = ["--filter", f"^(?!real_size/){'(?=' + options.filter + ')' if options.filter else ''}"]
+        filter_args = ["--filter", both("^(?!real_size/)", checks)]
     return base + ["conform", "--backend", subject.spec, "--device", device, "--dtype", dtype, "--report", str(report),
                    *filter_args]
 
@@ -109,7 +125,7 @@ class RunOptions:
     filter: str = ""  # passed to the runner (conform's or conform-model's --filter)
 
 
-def cells(report: dict, applicable: tuple[str, ...], options: RunOptions) -> dict[str, dict]:
+def cells(report: dict, applicable: tuple[str, ...], options: RunOptions, filtered: bool = False) -> dict[str, dict]:
     """The report's rows (one run) grouped into one cell per category."""
     rows = [r for run in report.get("runs", []) for r in run.get("results", [])]
     out = {}
@@ -118,7 +134,7 @@ def cells(report: dict, applicable: tuple[str, ...], options: RunOptions) -> dic
         if category not in applicable and not mine:
             out[category] = {"verdict": Verdict.NOT_APPLICABLE.value}
             continue
-        if not mine and (options.filter or (options.skip_real_size and category == "real_size")):
+        if not mine and (options.filter or filtered or (options.skip_real_size and category == "real_size")):
             out[category] = {"verdict": Verdict.NOT_RUN.value, "why": "left out by --filter or --skip-real-size"}
             continue
         tests = sorted({r["test"] for r in mine})
@@ -164,8 +180,11 @@ def run_subject(subject: Subject, device: str, dtype: str, options: RunOptions, 
         report_path = Path(work) / "report.json"
         start = time.monotonic()
         try:
+            env = dict(os.environ)
+            if subject.site:
+                env["PYTHONPATH"] = os.pathsep.join([str(Path(subject.site).resolve()), env.get("PYTHONPATH", "")])
             proc = subprocess.run(command(subject, device, dtype, report_path, options), capture_output=True,
-                                  text=True, timeout=options.timeout)
+                                  text=True, timeout=options.timeout, env=env)
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
         except subprocess.TimeoutExpired:
             proc, tail = None, [f"timed out after {options.timeout:.0f} s"]
@@ -175,4 +194,4 @@ def run_subject(subject: Subject, device: str, dtype: str, options: RunOptions, 
             return {**row, "ran": False, "why": why, "seconds": seconds,
                     "cells": {c: {"verdict": Verdict.FAIL.value, "why": why} for c in applicable}}
         report = json.loads(report_path.read_text())
-    return {**row, "ran": True, "seconds": seconds, "cells": cells(report, applicable, options)}
+    return {**row, "ran": True, "seconds": seconds, "cells": cells(report, applicable, options, bool(subject.filter))}

@@ -28,6 +28,9 @@ class Subject:
     spec: str                    # the backend's name, or the factory's MODULE:FACTORY
     version_of: str = ""         # the Python distribution whose version the row shows; "" = this project
     fixed_version: str = ""      # shown instead (a subject added on the command line: "-")
+    filter: str = ""             # only these checks (the runner's --filter), when the rest cannot apply
+    site: str = ""               # a pinned environment (pip --target directory, relative to the repository
+                                 # root) put first on the run's PYTHONPATH: the historic releases
     packages: tuple[str, ...] = ()   # importable modules the subject needs
     devices: tuple[str, ...] = ("cpu", "cuda")
     needs_cuda_build: bool = False   # an in-tree backend compiled only with CUDA
@@ -53,6 +56,9 @@ def _transformers(path: str, factory: str, note: str, packages=("transformers",)
 VARIANTS = ("sdpa", "fp32-attention", "online-softmax", "per-head-attention", "aten-rms-norm", "llama-norm-rounding",
             "fused-qk-norm-rope", "fused-geglu", "moe-fp32-accumulate", "paged-kv-cache")
 
+# The historic rows' checks: the KV-shared goldens, where 5.5.1's use_cache=False bug lives.
+HISTORIC_CHECKS = r"(model/e2b|model/e4b|transformers/e2b_like)$"
+
 SUBJECTS: tuple[Subject, ...] = (
     _transformers("eager", "eager", "Gemma4ForCausalLM, eager attention (the suite's source of truth)"),
     _transformers("sdpa", "sdpa", "Gemma4ForCausalLM, PyTorch SDPA attention"),
@@ -63,17 +69,35 @@ SUBJECTS: tuple[Subject, ...] = (
     _transformers("fused_attn", "axolotl_fused_attn", "axolotl's patch_gemma4_fused_attn (Triton)",
                   packages=("transformers", "axolotl"), devices=("cuda",), implementation="axolotl",
                   version_of="axolotl"),
+    *(Subject("transformers", f"{path} ({release}, historic)", SubjectKind.MODEL, f"transformers_models:{path}",
+              version_of="transformers", packages=("transformers",), site=f".cache/historic/transformers-{release}",
+              filter=HISTORIC_CHECKS,
+              note=f"the release {release} in its pinned environment (impl/third_party/historic_envs.sh), on the "
+                   "KV-shared goldens: 5.5 cannot read the configs of the others (written by 5.17)")
+      for release in ("5.5.1", "5.5.2") for path in ("sdpa",)),
     _ours("reference", "our reference decoder (LibTorch, eager ops)"),
     _ours("cuda", "our fused Hopper kernels", cuda=True),
     _ours("cuda-deterministic", "our fused kernels, deterministic backward", cuda=True),
     *(_ours(f"variant-{v}", "a correct variant that rounds or dispatches differently") for v in VARIANTS),
 )
 
-# Implementations without a row yet, and why (each one line on the page).
+# Implementations without a row yet, and why (each one line on the page; investigated from their
+# released files, 2026-11-26, none installed yet).
 NOT_YET: tuple[tuple[str, str], ...] = (
-    ("llama.cpp (llama-cpp-python)", "not investigated yet: needs a GGUF written from a golden's checkpoint"),
-    ("keras-hub", "not investigated yet"),
-    ("ExecuTorch", "not investigated yet"),
-    ("ONNX export (optimum + onnxruntime)", "not investigated yet"),
-    ("JAX / Flax ports", "not investigated yet"),
+    ("llama.cpp (llama-cpp-python >= 0.3.24, gguf >= 0.19)", "a row to add (forward logits only): builds llama.cpp "
+     "from a 76 MB sdist; convert_hf_to_gguf.py ships only there and needs a BPE tokenizer whose size equals the "
+     "golden's vocabulary, which the goldens do not carry"),
+    ("keras-hub >= 0.27.1 (Gemma4CausalLM)", "a row to add (forward and backward on the CPU; converts HF "
+     "checkpoints); its install pulls TensorFlow through tensorflow-text"),
+    ("mlx-lm >= 0.31.2 (mlx-lm[cpu], Linux)", "a row to add (forward and backward); needs transformers >= 5.7"),
+    ("EasyDeL 0.3.0 (Flax NNX)", "a row to add in its own environment (it pins transformers ~= 5.5)"),
+    ("ExecuTorch 1.5.1", "partial: two example models (E-series without MoE and K=V, 31B without PLE and MoE), the "
+     "E-series one reading flat RoPE keys instead of rope_parameters"),
+    ("ONNX export (optimum-onnx 0.1.0)", "cannot: gemma4 is not an export type and it pins transformers < 4.58 "
+     "(onnxruntime-genai 0.18 and optimum-intel 2.2.0 are inference-only candidates)"),
+    ("google-deepmind gemma 4.x, MaxText", "cannot here: both need Python >= 3.12 (this machine has 3.11); gemma has "
+     "no Hugging Face checkpoint loader"),
+    ("vLLM, SGLang, unsloth", "GPU only (unsloth: 'cannot find any torch accelerator'); vLLM exposes top-k logprobs, "
+     "not full logits"),
+    ("torchtune 0.6.1, litgpt 0.5.13, torchtitan 0.3.0, candle", "cannot: no Gemma-4 in their releases"),
 )
