@@ -102,7 +102,7 @@ def test_merge_joins_boards_and_refuses_other_categories():
     cpu = committed()
     gpu = json.loads(json.dumps(cpu))
     for row in gpu["rows"]:
-        row["device"] = "cuda"
+        row["device"] += "-2"  # another host's rows: ids differ from the committed ones
     gpu["machine"] = "a GPU host"
     board = scoreboard.merged([cpu, gpu])
     assert len(board["rows"]) == 2 * len(cpu["rows"]) and board["machine"] == f"{cpu['machine']}; a GPU host"
