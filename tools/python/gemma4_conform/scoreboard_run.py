@@ -33,7 +33,7 @@ class Verdict(enum.Enum):
     FAIL = "fail"
     NOT_SUPPORTED = "not_supported"
     NOT_APPLICABLE = "not_applicable"
-    NOT_RUN = "not_run"  # left out by an option (--skip-real-size)
+    NOT_RUN = "not_run"  # left out by an option (--filter, --skip-real-size) or the subject's own filter
     CANNOT_RUN = "cannot_run"
 
 
@@ -48,9 +48,7 @@ def version(subject: Subject, ours: str) -> str:
             return next(d.version for d in importlib.metadata.distributions(path=[str(Path(subject.site).resolve())])
                         if d.metadata["Name"].lower() == subject.version_of)
         return importlib.metadata.version(subject.version_of)
-    except StopIteration:
-        return "not installed"
-    except importlib.metadata.PackageNotFoundError:
+    except (StopIteration, importlib.metadata.PackageNotFoundError):
         return "not installed"
 
 
