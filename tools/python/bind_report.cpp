@@ -132,6 +132,9 @@ void bind_report(py::module_& m) {
           [](Result& r, const py::object& value) { r.baseline = baseline_from(value); })
       .def_readwrite("detail", &Result::detail)
       .def("ratio", &Result::ratio, "how close the value came to its bound (conformance/report.h, Result::ratio)")
+      .def_static(
+          "from_dict", [](const py::dict& row) { return conformance::result_from_json(json_from_python(row)); },
+          py::arg("row"), "a report's JSON row (to_dict's form) as a Result")
       .def("to_dict", [](const Result& r) { return python_from_json(conformance::to_json(r)); },
            "the row as the JSON report has it")
       .def_static(

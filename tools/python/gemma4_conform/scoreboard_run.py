@@ -11,7 +11,6 @@ import enum
 import importlib.metadata
 import importlib.util
 import json
-import math
 import os
 import subprocess
 import sys
@@ -109,11 +108,10 @@ def command(subject: Subject, device: str, dtype: str, report: Path, options: Ru
 
 
 def ratio(row: dict) -> float:
-    """error / bound of a failing row (infinity for NaN or a failure without a measurement)."""
-    value, bound = row.get("value"), row.get("bound")
-    if value is None or (isinstance(value, float) and math.isnan(value)) or not bound or bound <= 0:
-        return math.inf
-    return value / bound
+    """error / bound of a report row: the report module's rule (Result::ratio; infinity for NaN or a
+    failure without a measurement)."""
+    from . import _core
+    return _core.Result.from_dict(row).ratio()
 
 
 @dataclass(frozen=True)
