@@ -34,7 +34,7 @@
 #   third-party-controls  the same kernels with Gemma 2/3's (1 + w) norm (1);
 #   model                 conform-model on transformers' Gemma4ForCausalLM ($MODELS: FACTORY:DTYPES ...,
 #                         default eager:f32,bf16 sdpa:bf16,f16 liger:bf16,f32), every check;
-#   model-tests           the historic environments (impl/third_party/historic_envs.sh, offline
+#   model-tests           the historic environments (impl/third_party/pinned_envs.sh, offline
 #                         from .whl/historic/ when there) and pytest with GEMMA4_TEST_DEVICE=cuda
 #                         ($TESTS, default test_conform_model.py and test_historic.py; $TESTS_TIMEOUT, 540 s);
 #   real-size             the real-size goldens (golden/real, FORMAT.md): the f16 files made here on CUDA
@@ -51,6 +51,8 @@
 #   scoreboard            python -m gemma4_conform scoreboard --device cuda in $DTYPES (default bf16),
 #                         real_size left out: every subject this host runs (transformers on CUDA,
 #                         Liger-Kernel and axolotl from .whl/, our cuda backends), into $OUT/scoreboard;
+#                         $SCOREBOARD_SUBJECTS: only these subjects (its --subjects regex), $SCOREBOARD_JOBS
+#                         runs at once (default 4); the rows so far in scoreboard.partial.json;
 #   cuda-quick            one kernel iteration: the suite for both cuda backends in bf16 and f16
 #                         ($CONFORM_FILTER narrows it; RUN_TIMEOUT default 240), the attention kernels'
 #                         resource use (cuobjdump), attention at S = 8192 beside its peers (median of 3).
@@ -265,9 +267,9 @@ fi
 
 if step model-tests && python_env; then
   wheels=()
-  [ -d .whl/historic ] && wheels=(HISTORIC_WHEELS=.whl/historic)
+  [ -d .whl/historic ] && wheels=(PINNED_WHEELS=.whl/historic)
   run historic-envs 0 "$OUT/historic_envs.log" \
-    env PYTHON=python3 "${wheels[@]}" impl/third_party/historic_envs.sh /tmp/historic ||
+    env PYTHON=python3 PINNED_DIR=/tmp/historic "${wheels[@]}" impl/third_party/pinned_envs.sh transformers-5.5.1 transformers-5.5.2 axolotl-0.17.0 ||
     tail -5 "$OUT/historic_envs.log"
   # shellcheck disable=SC2086
   RUN_TIMEOUT=${TESTS_TIMEOUT:-540} run pytest-cuda 0 "$OUT/pytest.log" \
@@ -297,7 +299,8 @@ fi
 
 if step scoreboard && python_env; then
   RUN_TIMEOUT=${RUN_TIMEOUT:-560} detail_re='^wrote ' run scoreboard 0 "$OUT/scoreboard.log" \
-    python3 -m gemma4_conform scoreboard --out "$OUT/scoreboard" --device cuda --dtype "${DTYPES:-bf16}" --skip-real-size
+    python3 -m gemma4_conform scoreboard --out "$OUT/scoreboard" --device cuda --dtype "${DTYPES:-bf16}" --skip-real-size \
+    --jobs "${SCOREBOARD_JOBS:-4}" ${SCOREBOARD_SUBJECTS:+--subjects "$SCOREBOARD_SUBJECTS"}
   grep -E "^\[" "$OUT/scoreboard.log" | tail -40
 fi
 

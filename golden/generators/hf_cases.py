@@ -339,7 +339,7 @@ def global_geometry(text_config: dict[str, Any]) -> tuple[int, int | None]:
 
 
 def to_older_serialization(text: dict[str, Any], case: Case) -> dict[str, Any]:
-    """Replace per_layer_config by the pre-5.8 top-level global_head_dim fields."""
+    """Replace per_layer_config by the older top-level global_head_dim fields (written before 5.15)."""
     text = dict(text)
     text.pop("per_layer_config", None)
     global_head_dim, num_global_kv = global_geometry(case.text_config)

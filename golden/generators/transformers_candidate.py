@@ -111,14 +111,15 @@ def main(argv: list[str]) -> int:
     p.add_argument("--no-padding-idx", action="store_true",
                    help="embeddings without padding_idx (the pad row trains): legitimate, must pass")
     p.add_argument("--forward-only", action="store_true", help="logits, loss and hidden states only")
+    p.add_argument("--device", default="cpu", help="where transformers runs (cpu, cuda)")
     args = p.parse_args(argv)
     if not (args.case_dir / "config.json").is_file() or not (args.case_dir / "inputs.safetensors").is_file():
         p.error(f"{args.case_dir}: needs config.json, model weights and inputs.safetensors")
 
     torch.manual_seed(0)
     model = load_model(args.case_dir, DTYPES[args.dtype], args.attn, args.bug, args.experts,
-                       padding_idx=not args.no_padding_idx)
-    inputs = load_file(str(args.case_dir / "inputs.safetensors"))
+                       padding_idx=not args.no_padding_idx).to(args.device)
+    inputs = {k: v.to(args.device) for k, v in load_file(str(args.case_dir / "inputs.safetensors")).items()}
     tree = candidate(model, inputs, args.forward_only)
     import transformers
     write(args.out, tree, {"generator": f"transformers {transformers.__version__} ({args.attn}, bug {args.bug})",

@@ -85,7 +85,7 @@ TEST(Config, Moe26B) {
   EXPECT_EQ(c.layers.back().num_kv_heads, 2);
 }
 
-// transformers >= 5.8 writes per_layer_config; the released files use the top-level fields.
+// transformers >= 5.15 writes per_layer_config; the released files use the top-level fields.
 json to_per_layer_config(json j, const Config& c) {
   json overrides = json::object();
   for (int l = 0; l < c.num_hidden_layers; ++l) {

@@ -3,7 +3,7 @@ the suite, written as JSON, a static HTML page and a Markdown table.
 
     python -m gemma4_conform scoreboard --out tools/scoreboard [--device cpu,cuda] [--dtype f32,bf16]
         [--subjects REGEX] [--add NAME=MODULE:FACTORY ...] [--filter REGEX] [--skip-real-size]
-        [--timeout S] [--triage FILE.json] [--readme README.md]
+        [--timeout S] [--jobs N] [--triage FILE.json] [--readme README.md]
     python -m gemma4_conform scoreboard --render tools/scoreboard/scoreboard.json --out DIR
     python -m gemma4_conform scoreboard --merge cpu/scoreboard.json gpu/scoreboard.json --out DIR
 
@@ -17,6 +17,7 @@ of the suite's own runner in a child process; what this machine cannot run is a 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import platform
@@ -113,6 +114,7 @@ def main(argv=None) -> int:
     p.add_argument("--filter", default="", help="only the checks this regex matches (the runners' --filter)")
     p.add_argument("--skip-real-size", action="store_true", help="in-tree backends without the real_size category")
     p.add_argument("--timeout", type=float, default=3600, help="seconds one run may take")
+    p.add_argument("--jobs", type=int, default=1, help="runs at once (child processes)")
     p.add_argument("--triage", type=Path, help="JSON {'<implementation> <path>': note} shown beside failing rows")
     p.add_argument("--render", type=Path, metavar="JSON", help="only render this scoreboard.json again")
     p.add_argument("--readme", type=Path, help="also put the Markdown table into this README's scoreboard block")
@@ -134,6 +136,8 @@ def main(argv=None) -> int:
             p.error(f"--render {args.render}: no such file")
         write(with_triage(json.loads(args.render.read_text()), triage), args.out, args.readme)
         return 0
+    if args.jobs < 1:
+        p.error(f"--jobs {args.jobs}: must be at least 1")
     devices = [d for d in args.device.split(",") if d]
     dtypes = [d for d in args.dtype.split(",") if d]
     bad = [d for d in devices if d not in ("cpu", "cuda")] + [d for d in dtypes if d not in ("f32", "bf16", "f16")]
@@ -151,21 +155,35 @@ def main(argv=None) -> int:
         subjects.append(Subject(name, "(--add)", SubjectKind.MODEL, spec, fixed_version="-", note=spec))
     if not subjects:
         p.error(f"--subjects {args.subjects!r} matches no subject and nothing was added")
-    options = RunOptions(timeout=args.timeout, skip_real_size=args.skip_real_size, filter=args.filter)
+    # Runs side by side split the cores (torch would start one thread per core in each).
+    threads = max(1, (os.cpu_count() or 1) // args.jobs) if args.jobs > 1 and "OMP_NUM_THREADS" not in os.environ else 0
+    options = RunOptions(timeout=args.timeout, skip_real_size=args.skip_real_size, filter=args.filter, threads=threads)
 
     runs = [(s, d, t) for s in subjects for d in devices for t in dtypes]
-    rows, ours, start = [], our_version(), time.monotonic()
-    for i, (subject, device, dtype) in enumerate(runs, 1):
-        print(f"[{i}/{len(runs)}] {subject.name} {device} {dtype} ...", end=" ", flush=True)
-        row = run_subject(subject, device, dtype, options, ours)
-        verdicts = sorted({c["verdict"] for c in row["cells"].values()} - {"not_applicable"})
-        print(f"{', '.join(verdicts)} ({row.get('seconds', 0)} s)" if row["ran"] else f"cannot run here: {row['why']}",
-              flush=True)
-        rows.append(row)
+    rows, ours, start = [None] * len(runs), our_version(), time.monotonic()
     gpu = gpu_name() if "cuda" in devices else ""
-    board = {"tool": "scoreboard", "categories": list(CATEGORIES), "rows": rows,
-             "machine": machine() + (f", {gpu}" if gpu else ""),
-             "command": "python -m gemma4_conform scoreboard " + " ".join(argv if argv is not None else sys.argv[2:]),
-             "seconds": round(time.monotonic() - start, 1), "not_yet": [list(x) for x in NOT_YET]}
-    write(with_triage(board, triage), args.out, args.readme)
+
+    def board(done: list) -> dict:
+        return {"tool": "scoreboard", "categories": list(CATEGORIES), "rows": done,
+                "machine": machine() + (f", {gpu}" if gpu else ""),
+                "command": "python -m gemma4_conform scoreboard " + " ".join(argv if argv is not None else sys.argv[2:]),
+                "seconds": round(time.monotonic() - start, 1), "not_yet": [list(x) for x in NOT_YET]}
+
+    # Runs are child processes: --jobs of them at once (a GPU host has the cores; the default, one,
+    # keeps timings of a 2-core machine honest). After each, the rows so far are written as
+    # scoreboard.partial.json, so a run cut short by a time limit still leaves its verdicts.
+    args.out.mkdir(parents=True, exist_ok=True)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {pool.submit(run_subject, s, d, t, options, ours): i for i, (s, d, t) in enumerate(runs)}
+        for n, future in enumerate(concurrent.futures.as_completed(futures), 1):
+            i = futures[future]
+            row = rows[i] = future.result()
+            verdicts = sorted({c["verdict"] for c in row["cells"].values()} - {"not_applicable"})
+            outcome = f"{', '.join(verdicts)} ({row.get('seconds', 0)} s)" if row["ran"] else \
+                f"cannot run here: {row['why']}"
+            print(f"[{n}/{len(runs)}] {row['subject']} {row['device']} {row['dtype']}: {outcome}", flush=True)
+            partial = board([r for r in rows if r is not None])
+            (args.out / "scoreboard.partial.json").write_text(json.dumps(partial, indent=1, sort_keys=True) + "\n")
+    write(with_triage(board(rows), triage), args.out, args.readme)
+    (args.out / "scoreboard.partial.json").unlink()
     return 0

@@ -8,6 +8,7 @@ supported (the subject's reason) or not applicable (the runner has no such categ
 from __future__ import annotations
 
 import enum
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import json
@@ -19,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .scoreboard_candidates import candidate_report
 from .scoreboard_subjects import Subject, SubjectKind
 
 # The suite's categories, in its order (conformance/categories.cpp); conform-model has a subset.
@@ -56,9 +58,9 @@ def why_cannot_run(subject: Subject, device: str) -> str:
     if device not in subject.devices:
         return f"runs on {' or '.join(subject.devices)} only"
     if subject.site and not (Path(subject.site) / ".complete").is_file():
-        return f"{subject.site} is not built (impl/third_party/historic_envs.sh)"
+        return f"{subject.site} is not built (impl/third_party/pinned_envs.sh)"
     for package in subject.packages:
-        if not importable(package):
+        if not importable(package, subject.site):
             return f"the Python package '{package}' is not installed"
     if device == "cuda":
         import torch
@@ -69,7 +71,10 @@ def why_cannot_run(subject: Subject, device: str) -> str:
     return ""
 
 
-def importable(package: str) -> bool:
+def importable(package: str, site: str = "") -> bool:
+    """Whether `package` imports here, or in the pinned environment `site` when one is given."""
+    if site:
+        return importlib.machinery.PathFinder.find_spec(package, [str(Path(site).resolve())]) is not None
     try:
         return importlib.util.find_spec(package) is not None
     except (ImportError, ValueError):  # a parent missing, or sys.modules[package] set to None
@@ -119,6 +124,17 @@ class RunOptions:
     timeout: float = 3600
     skip_real_size: bool = False
     filter: str = ""  # passed to the runner (conform's or conform-model's --filter)
+    threads: int = 0  # OMP_NUM_THREADS of each run (0: inherited); runs side by side share the cores
+
+
+def child_env(subject: Subject, options: RunOptions) -> dict:
+    """A run's environment: the subject's pinned environment first on PYTHONPATH, its share of threads."""
+    env = dict(os.environ)
+    if subject.site:
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(subject.site).resolve()), env.get("PYTHONPATH", "")])
+    if options.threads:
+        env["OMP_NUM_THREADS"] = str(options.threads)
+    return env
 
 
 def cells(report: dict, applicable: tuple[str, ...], options: RunOptions, filtered: bool = False) -> dict[str, dict]:
@@ -160,6 +176,7 @@ def slim(row: dict) -> dict:
 
 # conform-model's categories (gemma4_conform/model_checks.py); conform has them all.
 MODEL_CATEGORIES = ("golden", "finite_grads", "multithreaded_recompute", "key_conventions", "memory_flatness", "decode")
+APPLICABLE = {SubjectKind.MODEL: MODEL_CATEGORIES, SubjectKind.CANDIDATE: ("golden",)}
 
 
 def run_subject(subject: Subject, device: str, dtype: str, options: RunOptions, ours: str) -> dict:
@@ -171,16 +188,19 @@ def run_subject(subject: Subject, device: str, dtype: str, options: RunOptions, 
     if why:
         return {**row, "ran": False, "why": why,
                 "cells": {c: {"verdict": Verdict.CANNOT_RUN.value, "why": why} for c in CATEGORIES}}
-    applicable = MODEL_CATEGORIES if subject.kind is SubjectKind.MODEL else CATEGORIES
+    applicable = APPLICABLE.get(subject.kind, CATEGORIES)
+    if subject.kind is SubjectKind.CANDIDATE:
+        start = time.monotonic()
+        report = candidate_report(subject, device, dtype, options.timeout, both(options.filter, subject.filter),
+                                  child_env(subject, options))
+        return {**row, "ran": True, "seconds": round(time.monotonic() - start, 1),
+                "cells": cells(report, applicable, options, bool(subject.filter))}
     with tempfile.TemporaryDirectory() as work:
         report_path = Path(work) / "report.json"
         start = time.monotonic()
         try:
-            env = dict(os.environ)
-            if subject.site:
-                env["PYTHONPATH"] = os.pathsep.join([str(Path(subject.site).resolve()), env.get("PYTHONPATH", "")])
             proc = subprocess.run(command(subject, device, dtype, report_path, options), capture_output=True,
-                                  text=True, timeout=options.timeout, env=env)
+                                  text=True, timeout=options.timeout, env=child_env(subject, options))
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
         except subprocess.TimeoutExpired:
             proc, tail = None, [f"timed out after {options.timeout:.0f} s"]

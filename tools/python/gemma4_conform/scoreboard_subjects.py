@@ -1,10 +1,13 @@
 """The scoreboard's subjects: every Gemma-4 implementation we can judge, in one table.
 
-A subject is run one of two ways, both the suite's own runners:
+A subject is run one of three ways, all the suite's own runners:
   - SubjectKind.BACKEND: an in-tree backend (C++ or Python ops under our decoder),
     `python -m gemma4_conform conform --backend NAME` (every category of the suite);
-  - SubjectKind.MODEL: a whole model from a factory (impl/third_party/ adapters),
-    `python -m gemma4_conform conform-model --factory MODULE:FACTORY`.
+  - SubjectKind.MODEL: a whole PyTorch model from a factory (impl/third_party/ adapters),
+    `python -m gemma4_conform conform-model --factory MODULE:FACTORY`;
+  - SubjectKind.CANDIDATE: another framework (MLX, Keras, llama.cpp) through `golden check`: its adapter
+    script (impl/third_party/<name>_candidate.py) writes a candidate file per golden/transformers case
+    (gemma4_conform/scoreboard_candidates.py).
 Each row names what it needs (`packages`, `device`); what this machine lacks makes the row "cannot run
 here" with the reason, never a failure. Implementations that cannot be judged at all yet are in
 `NOT_YET`, each with the reason, so the page says why they have no row.
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 class SubjectKind(enum.Enum):
     BACKEND = "backend"
     MODEL = "model"
+    CANDIDATE = "candidate"
 
 
 @dataclass(frozen=True)
@@ -25,7 +29,7 @@ class Subject:
     implementation: str          # the project ("transformers", "gemma4-conformance")
     path: str                    # the attention path or variant within it ("eager", "sdpa", "reference")
     kind: SubjectKind
-    spec: str                    # the backend's name, or the factory's MODULE:FACTORY
+    spec: str                    # the backend's name, the factory's MODULE:FACTORY, or the adapter script
     version_of: str = ""         # the Python distribution whose version the row shows; "" = this project
     fixed_version: str = ""      # shown instead (a subject added on the command line: "-")
     filter: str = ""             # only these checks (the runner's --filter), when the rest cannot apply
@@ -35,6 +39,8 @@ class Subject:
     devices: tuple[str, ...] = ("cpu", "cuda")
     needs_cuda_build: bool = False   # an in-tree backend compiled only with CUDA
     note: str = ""               # one line on the page (what the path is)
+    adapter_args: tuple[str, ...] = ()   # CANDIDATE: more arguments for the adapter
+    forward_only: bool = False   # CANDIDATE: judged on logits (and loss) only: it has no backward
 
     @property
     def name(self) -> str:
@@ -51,6 +57,17 @@ def _transformers(path: str, factory: str, note: str, packages=("transformers",)
                   implementation: str = "transformers", version_of: str = "transformers") -> Subject:
     return Subject(implementation, path, SubjectKind.MODEL, f"transformers_models:{factory}", version_of=version_of,
                    packages=packages, devices=devices, note=note)
+
+
+def _candidate(implementation: str, adapter: str, env: str, distribution: str, packages: tuple[str, ...], note: str,
+               forward_only: bool = False, devices: tuple[str, ...] = ("cpu",)) -> tuple[Subject, ...]:
+    """Two rows of one framework: the checkpoint's config.json as transformers 5.17 saves it, and in the
+    released checkpoints' convention (candidate_io.ConfigStyle says why both)."""
+    return tuple(Subject(implementation, f"config {style}", SubjectKind.CANDIDATE,
+                         f"impl/third_party/{adapter}_candidate.py", version_of=distribution, site=f".cache/pinned/{env}",
+                         packages=packages, devices=devices, note=note, adapter_args=("--config", style),
+                         forward_only=forward_only)
+                 for style in ("as-saved", "as-released"))
 
 
 VARIANTS = ("sdpa", "fp32-attention", "online-softmax", "per-head-attention", "aten-rms-norm", "llama-norm-rounding",
@@ -70,11 +87,19 @@ SUBJECTS: tuple[Subject, ...] = (
                   packages=("transformers", "axolotl"), devices=("cuda",), implementation="axolotl",
                   version_of="axolotl"),
     *(Subject("transformers", f"{path} ({release}, historic)", SubjectKind.MODEL, f"transformers_models:{path}",
-              version_of="transformers", packages=("transformers",), site=f".cache/historic/transformers-{release}",
+              version_of="transformers", packages=("transformers",), site=f".cache/pinned/transformers-{release}",
               filter=HISTORIC_CHECKS,
-              note=f"the release {release} in its pinned environment (impl/third_party/historic_envs.sh), on the "
+              note=f"the release {release} in its pinned environment (impl/third_party/pinned_envs.sh), on the "
                    "KV-shared goldens: 5.5 cannot read the configs of the others (written by 5.17)")
       for release in ("5.5.1", "5.5.2") for path in ("sdpa",)),
+    *_candidate("mlx-lm", "mlx_lm", "mlx-lm", "mlx-lm", ("mlx", "mlx_lm"),
+                "mlx_lm.models.gemma4 on MLX's CPU backend, loaded by mlx_lm.utils.load_model; value_and_grad"),
+    *_candidate("keras-hub", "keras_hub", "keras-hub", "keras-hub", ("keras", "keras_hub"),
+                "Gemma4Backbone.from_preset (keras-hub's Hugging Face converter), Keras 3 on the PyTorch backend",
+                devices=("cpu", "cuda")),
+    *_candidate("llama.cpp", "llama_cpp", "llama-cpp", "llama_cpp_python", ("llama_cpp",),
+                "llama-cpp-python (llama.cpp built from its sdist): convert_hf_to_gguf.py, then the CPU backend; "
+                "forward logits only", forward_only=True),
     _ours("reference", "our reference decoder (LibTorch, eager ops)"),
     _ours("cuda", "our fused Hopper kernels", cuda=True),
     _ours("cuda-deterministic", "our fused kernels, deterministic backward", cuda=True),
@@ -84,12 +109,6 @@ SUBJECTS: tuple[Subject, ...] = (
 # Implementations without a row yet, and why (each one line on the page; investigated from their
 # released files, 2026-11-26, none installed yet).
 NOT_YET: tuple[tuple[str, str], ...] = (
-    ("llama.cpp (llama-cpp-python >= 0.3.24, gguf >= 0.19)", "a row to add (forward logits only): builds llama.cpp "
-     "from a 76 MB sdist; convert_hf_to_gguf.py ships only there and needs a BPE tokenizer whose size equals the "
-     "golden's vocabulary, which the goldens do not carry"),
-    ("keras-hub >= 0.27.1 (Gemma4CausalLM)", "a row to add (forward and backward on the CPU; converts HF "
-     "checkpoints); its install pulls TensorFlow through tensorflow-text"),
-    ("mlx-lm >= 0.31.2 (mlx-lm[cpu], Linux)", "a row to add (forward and backward); needs transformers >= 5.7"),
     ("EasyDeL 0.3.0 (Flax NNX)", "a row to add in its own environment (it pins transformers ~= 5.5)"),
     ("ExecuTorch 1.5.1", "partial: two example models (E-series without MoE and K=V, 31B without PLE and MoE), the "
      "E-series one reading flat RoPE keys instead of rope_parameters"),

@@ -1,6 +1,6 @@
-"""The real historic bugs, caught from the real releases (impl/third_party/historic_envs.sh
+"""The real historic bugs, caught from the real releases (impl/third_party/pinned_envs.sh
 builds the pinned environments; optional: each test is skipped, saying so, where its environment
-is not built). GEMMA4_HISTORIC_DIR names their directory (default .cache/historic)."""
+is not built). GEMMA4_HISTORIC_DIR names their directory (default .cache/pinned)."""
 from __future__ import annotations
 
 import os
@@ -10,13 +10,13 @@ import pytest
 from conftest import SOURCE
 from test_conform_model import DEVICE, KV_SHARED, conform_model, failing_tests, results
 
-HISTORIC = Path(os.environ.get("GEMMA4_HISTORIC_DIR", SOURCE / ".cache/historic"))
+HISTORIC = Path(os.environ.get("GEMMA4_HISTORIC_DIR", SOURCE / ".cache/pinned"))
 
 
 def environment(name: str) -> dict:
     env = HISTORIC / name
     if not (env / ".complete").exists():
-        pytest.skip(f"{env} not built (impl/third_party/historic_envs.sh)")
+        pytest.skip(f"{env} not built (impl/third_party/pinned_envs.sh)")
     return {"PYTHONPATH": os.pathsep.join([str(env), os.environ["PYTHONPATH"]])}  # conftest.py's subjects too
 
 

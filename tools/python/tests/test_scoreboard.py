@@ -110,3 +110,38 @@ def test_merge_joins_boards_and_refuses_other_categories():
     gpu["categories"] = gpu["categories"][:-1]
     with pytest.raises(SystemExit, match="different categories"):
         scoreboard.merged([cpu, gpu])
+
+
+def candidate(spec: str, *adapter_args: str, site: str = "") -> "Subject":
+    from gemma4_conform.scoreboard_subjects import Subject, SubjectKind
+    return Subject("candidate", spec.rsplit("/", 1)[-1], SubjectKind.CANDIDATE, spec, fixed_version="-",
+                   devices=("cpu",), adapter_args=adapter_args, site=site)
+
+
+def candidate_cell(subject, dtype: str = "f32") -> dict:
+    from gemma4_conform.scoreboard_run import RunOptions, run_subject
+    row = run_subject(subject, "cpu", dtype, RunOptions(timeout=300, filter="transformers/e2b_like$"), "-")
+    return row["cells"]["golden"] if row["ran"] else {"verdict": "cannot_run", "why": row["why"]}
+
+
+def test_candidate_subjects_judge_another_frameworks_files(tmp_path, monkeypatch):
+    """A candidate adapter (here transformers itself, through golden/generators/transformers_candidate.py,
+    which takes the adapters' command line) passes; the same adapter with one planted bug turns red;
+    an adapter that says 'not supported' is not failed, one that crashes is, with its error line; a
+    pinned environment that is not built cannot run."""
+    monkeypatch.chdir(SOURCE)  # subjects name paths from the repository root, as the scoreboard runs
+    writer = "golden/generators/transformers_candidate.py"
+    assert candidate_cell(candidate(writer)) == {"verdict": "pass", "tests": 1, "judged_tests": 1}
+    broken = candidate_cell(candidate(writer, "--bug", "attention-scale"))
+    assert broken["verdict"] == "fail" and broken["worst_ratio"] > 1 and broken["failing"][0]["case"], broken
+    refusing = tmp_path / "refusing.py"
+    refusing.write_text("import sys\nprint('not supported: no such dtype here', file=sys.stderr)\nsys.exit(3)\n")
+    assert candidate_cell(candidate(str(refusing))) == {"verdict": "not_supported", "tests": 1,
+                                                        "why": "no such dtype here"}
+    crashing = tmp_path / "crashing.py"
+    crashing.write_text("raise ValueError('Expected shape (2048, 40)\\n  but received (128, 40)')\n")
+    crashed = candidate_cell(candidate(str(crashing)))
+    assert crashed["verdict"] == "fail" and crashed["failing"][0]["detail"] == \
+        "exit 1: ValueError: Expected shape (2048, 40) but received (128, 40)", crashed
+    unbuilt = candidate_cell(candidate(writer, site=str(tmp_path / "not-built")))
+    assert unbuilt["verdict"] == "cannot_run" and "is not built" in unbuilt["why"]

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The pinned environments: real releases the suite judges, each in its own directory (pip install
+# --target --no-deps, exact versions, on top of the running Python's torch, numpy, h5py), cached: a
+# directory with .complete is kept. Nothing here touches .venv.
+#
+#   impl/third_party/pinned_envs.sh [NAME...]               # default: all of them, from PyPI
+#   PINNED_DIR=/tmp/pinned impl/third_party/pinned_envs.sh   # elsewhere (default .cache/pinned)
+#   PINNED_WHEELS=.whl/historic impl/third_party/pinned_envs.sh transformers-5.5.1   # offline (GPU host)
+#   PYTHON=python3 ...                                        # another interpreter (default .venv's)
+#
+# Historic releases with real bugs (conform-model's proof, tools/python/tests/test_historic.py, the
+# scoreboard's historic rows):
+#   transformers-5.5.1  the use_cache=False bug on KV-shared models (fixed in 5.5.2)
+#   transformers-5.5.2  its fix, the control
+#   axolotl-0.17.0      axolotl's Gemma-4 fused-attention patch with the transformers it pins (5.9.0),
+#                       the Liger it pins (0.7.0) and what its import needs (accelerate 1.13.0, psutil)
+#   (tokenizers 0.22.2: transformers 5.5 and 5.9 refuse at import any tokenizers above 0.23.0.)
+# Other frameworks' Gemma-4 on the scoreboard (impl/third_party/*_candidate.py):
+#   mlx-lm              mlx-lm 0.32.2 on MLX's CPU build (mlx-cpu)
+#   keras-hub           keras-hub 0.32.0 with Keras 3.15.1 on the PyTorch backend; the packages its import
+#                       needs, not TensorFlow (sentencepiece: its preset loader imports every converter)
+#   llama-cpp           llama-cpp-python 0.3.36 built from its sdist (CPU, AVX2, about 2.5 minutes on 2
+#                       cores), and the sdist's convert_hf_to_gguf.py with the gguf-py it is released with
+#                       (PyPI's gguf 0.19.0 is older than the converter's)
+# All of them: about 3 minutes on a 2-core machine (llama-cpp's build is nearly all of it).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+DIR=${PINNED_DIR:-.cache/pinned}
+PYTHON=${PYTHON:-.venv/bin/python}
+declare -A ENVS=(
+  [transformers-5.5.1]="transformers==5.5.1 tokenizers==0.22.2"
+  [transformers-5.5.2]="transformers==5.5.2 tokenizers==0.22.2"
+  [axolotl-0.17.0]="axolotl==0.17.0 transformers==5.9.0 tokenizers==0.22.2 liger-kernel==0.7.0 accelerate==1.13.0 psutil==7.2.2"
+  [mlx-lm]="mlx-lm==0.32.2 mlx==0.32.4 mlx-cpu==0.32.4"
+  [keras-hub]="keras-hub==0.32.0 keras==3.15.1 absl-py==2.5.1 optree==0.20.0 ml-dtypes==0.6.0 rich==15.0.0 packaging==26.4 regex==2026.11.19 tokenizers==0.23.3 sentencepiece==0.2.3"
+  [llama-cpp]="diskcache==5.6.3"
+)
+LLAMA_CPP_SDIST=llama_cpp_python-0.3.36.tar.gz
+LLAMA_CPP_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+source_args=()
+[ -n "${PINNED_WHEELS:-}" ] && source_args=(--no-index --find-links "$PINNED_WHEELS")
+
+# llama-cpp-python compiles llama.cpp: CPU only, no tools or tests, the interpreter's own build backend
+# (scikit-build-core in .venv, no isolated download); the converter tree is kept beside the package,
+# run as a dependency by llama_cpp_candidate.py.
+build_llama_cpp() {
+  local target=$1 work
+  work=$(mktemp -d)
+  "$PYTHON" -m pip download -q --no-deps --no-binary :all: --no-build-isolation "${source_args[@]}" -d "$work" \
+    llama-cpp-python==0.3.36
+  echo "$LLAMA_CPP_SHA256  $work/$LLAMA_CPP_SDIST" | sha256sum -c --quiet -
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_APP=OFF" \
+  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+    "$PYTHON" -m pip install -q --target "$target" --no-deps --no-compile --no-build-isolation "$work/$LLAMA_CPP_SDIST"
+  tar -xzf "$work/$LLAMA_CPP_SDIST" -C "$work"
+  local vendor="$work/${LLAMA_CPP_SDIST%.tar.gz}/vendor/llama.cpp"
+  mkdir -p "$target/llama_cpp_convert"
+  cp -r "$vendor/convert_hf_to_gguf.py" "$vendor/conversion" "$vendor/gguf-py" "$vendor/LICENSE" "$target/llama_cpp_convert/"
+  rm -rf "$work"
+}
+
+names=("$@")
+[ ${#names[@]} -eq 0 ] && names=("${!ENVS[@]}")
+for name in "${names[@]}"; do
+  if [ -z "${ENVS[$name]+set}" ]; then
+    echo "[pinned] unknown environment '$name' (known: ${!ENVS[*]})" >&2
+    exit 2
+  fi
+  if [ -f "$DIR/$name/.complete" ]; then echo "[pinned] $DIR/$name: cached"; continue; fi
+  rm -rf "${DIR:?}/$name"
+  echo "[pinned] $DIR/$name: ${ENVS[$name]}"
+  start=$SECONDS
+  # shellcheck disable=SC2086
+  "$PYTHON" -m pip install -q --no-deps --no-compile --target "$DIR/$name" "${source_args[@]}" ${ENVS[$name]}
+  [ "$name" = llama-cpp ] && build_llama_cpp "$DIR/$name"
+  touch "$DIR/$name/.complete"
+  echo "[pinned] $DIR/$name: built in $((SECONDS - start)) s"
+done

@@ -1,0 +1,80 @@
+"""Candidate subjects: another framework's Gemma-4 (mlx-lm, keras-hub, llama.cpp, ...) judged through
+`golden check`, the way a user of any language is judged (golden/FORMAT.md, "Candidate files").
+
+For each golden/transformers/<case> with a golden of the dtype, the subject's adapter
+(impl/third_party/<name>_candidate.py, its contract in impl/third_party/candidate_io.py) runs in a child
+process, in the subject's pinned environment, and writes a candidate file; `judge` compares it with
+the golden. The result is a report like conform's: one test per case ("transformers/<case>", category
+golden), one row per dataset (its name in the row's `case`). An adapter that exits NOT_SUPPORTED makes
+its case "not supported" with the adapter's reason; any other exit, or a timeout, fails the case with
+the implementation's last error line (a loader that refuses the checkpoint fails, it is not excused).
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+CASES = Path("golden/transformers")
+NOT_SUPPORTED = 3  # impl/third_party/candidate_io.py's exit status
+ADAPTERS = Path("impl/third_party")
+
+
+def cases(dtype: str) -> list[Path]:
+    """The transformers cases that have a golden in `dtype` (relative to the repository root)."""
+    return sorted(p for p in CASES.iterdir() if (p / "config.json").is_file() and (p / f"golden.{dtype}.h5").is_file())
+
+
+def _row(test: str, status: str, detail: str) -> dict:
+    return {"category": "golden", "test": test, "case": "", "status": status, "metric": "", "value": 0.0,
+            "bound": 0.0, "detail": detail}
+
+
+def _last_error(text: str) -> str:
+    """The last exception of a child's output ("ValueError: ..." and its continuation lines), else its
+    last line: one line for the page."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    starts = [i for i, line in enumerate(lines) if re.match(r"^[\w.]+(Error|Exception|Exit)\b", line)]
+    shown = " ".join(lines[starts[-1]:]) if starts else (lines[-1] if lines else "no output")
+    return shown[:300]
+
+
+def judge_case(subject, case: Path, device: str, dtype: str, timeout: float, work: Path, env: dict) -> list[dict]:
+    """The rows of one case: the adapter run, then golden check of what it wrote."""
+    from . import judge
+
+    test = f"transformers/{case.name}"
+    out = work / f"{case.name}.{dtype}.h5"
+    command = [sys.executable, subject.spec, str(case), "--device", device, "--dtype", dtype, "--out", str(out),
+               *subject.adapter_args]
+    if subject.forward_only:
+        command.append("--forward-only")
+    env = {**env, "PYTHONPATH": os.pathsep.join([str(ADAPTERS.resolve()), env.get("PYTHONPATH", "")])}
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return [_row(test, "fail", f"the adapter timed out after {timeout:.0f} s")]
+    if proc.returncode == NOT_SUPPORTED:
+        reason = [line for line in proc.stderr.splitlines() if line.startswith("not supported: ")]
+        return [_row(test, "not_supported", reason[-1].removeprefix("not supported: ") if reason else "not supported")]
+    if proc.returncode != 0 or not out.is_file():
+        return [_row(test, "fail", f"exit {proc.returncode}: {_last_error(proc.stderr + proc.stdout)}")]
+    verdict = judge(case / f"golden.{dtype}.h5", out, forward_only=subject.forward_only)
+    rows = []
+    for r in verdict.to_dict()["runs"][0]["results"]:
+        rows.append({**r, "category": "golden", "test": test, "case": r["test"]})
+    return rows
+
+
+def candidate_report(subject, device: str, dtype: str, timeout: float, checks: str, env: dict) -> dict:
+    """Every case of `dtype` whose test name `checks` matches (re.search; "" = all), as one report."""
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        for case in cases(dtype):
+            if checks and not re.search(checks, f"transformers/{case.name}"):
+                continue
+            rows += judge_case(subject, case, device, dtype, timeout, Path(work), env)
+    return {"runs": [{"device": device, "dtype": dtype, "results": rows}]}
