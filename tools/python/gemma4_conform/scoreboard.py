@@ -93,10 +93,17 @@ def write(board: dict, out: Path, readme: Path | None = None) -> None:
 
 
 def merged(boards: list[dict]) -> dict:
-    """One board from several (the same categories), rows in the given order; machines and commands joined."""
+    """One board from several (the same categories), rows in the given order; a row of a later board
+    replaces the same subject, device and dtype of an earlier one (a rerun, or a row that could not run
+    there before). Machines and commands joined."""
     if any(b["categories"] != boards[0]["categories"] for b in boards):
         raise SystemExit("--merge: the boards have different categories (made by different versions)")
-    return {**boards[0], "rows": [r for b in boards for r in b["rows"]],
+    rows: dict[tuple, dict] = {}
+    for board in boards:
+        for row in board["rows"]:
+            key = (row["subject"], row["device"], row["dtype"])
+            rows[key] = row  # a replaced row keeps its place (dicts keep the first insertion's order)
+    return {**boards[0], "rows": list(rows.values()),
             "machine": "; ".join(dict.fromkeys(b["machine"] for b in boards)),
             "command": " ; ".join(b["command"] for b in boards),
             "seconds": round(sum(b.get("seconds", 0) for b in boards), 1)}

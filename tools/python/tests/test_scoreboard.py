@@ -107,6 +107,9 @@ def test_merge_joins_boards_and_refuses_other_categories():
     board = scoreboard.merged([cpu, gpu])
     assert len(board["rows"]) == 2 * len(cpu["rows"]) and board["machine"] == f"{cpu['machine']}; a GPU host"
     assert rendered_problems(page(board), board) == []  # the page's own HTML, parsed without a browser
+    rerun = {**gpu, "rows": [dict(gpu["rows"][0], version="rerun")]}
+    replaced = scoreboard.merged([cpu, gpu, rerun])  # a later board's row replaces the same row, in place
+    assert len(replaced["rows"]) == len(board["rows"]) and replaced["rows"][len(cpu["rows"])]["version"] == "rerun"
     gpu["categories"] = gpu["categories"][:-1]
     with pytest.raises(SystemExit, match="different categories"):
         scoreboard.merged([cpu, gpu])
