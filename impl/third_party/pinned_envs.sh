@@ -24,6 +24,10 @@
 #                       (PyPI's gguf 0.19.0 is older than the converter's)
 # All of them: about 3 minutes on a 2-core machine (llama-cpp's build is nearly all of it).
 set -euo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 cd "$(dirname "$0")/../.."
 DIR=${PINNED_DIR:-.cache/pinned}
 PYTHON=${PYTHON:-.venv/bin/python}
