@@ -80,6 +80,12 @@ SUBJECTS: tuple[Subject, ...] = (
     _transformers("eager", "eager", "Gemma4ForCausalLM, eager attention (the suite's source of truth)"),
     _transformers("sdpa", "sdpa", "Gemma4ForCausalLM, PyTorch SDPA attention"),
     _transformers("flex_attention", "flex_attention", "Gemma4ForCausalLM, FlexAttention"),
+    # transformers as any other framework is judged: its outputs written to a candidate file by
+    # golden/generators/transformers_candidate.py (the adapters' command line), then `golden check`.
+    *(Subject("transformers", f"{attn} (golden check)", SubjectKind.CANDIDATE, "golden/generators/transformers_candidate.py",
+              version_of="transformers", packages=("transformers",), adapter_args=("--attn", attn),
+              note=f"transformers' own {attn} outputs through golden check (the candidate-file route)")
+      for attn in ("eager", "sdpa")),
     _transformers("liger", "liger", "Liger-Kernel's apply_liger_kernel_to_gemma4_text (Triton)",
                   packages=("transformers", "liger_kernel"), devices=("cuda",), implementation="Liger-Kernel",
                   version_of="liger-kernel"),
