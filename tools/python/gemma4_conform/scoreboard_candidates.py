@@ -28,9 +28,10 @@ def cases(dtype: str) -> list[Path]:
     return sorted(p for p in CASES.iterdir() if (p / "config.json").is_file() and (p / f"golden.{dtype}.h5").is_file())
 
 
-def _row(test: str, status: str, detail: str) -> dict:
-    return {"category": "golden", "test": test, "case": "", "status": status, "metric": "", "value": 0.0,
-            "bound": 0.0, "detail": detail}
+def _row(test: str, status, detail: str) -> dict:
+    """A report row without a measurement (the adapter refused or failed): the report module's Result."""
+    from . import _core
+    return _core.Result(category=_core.Category.golden, test=test, case="", status=status, detail=detail).to_dict()
 
 
 def _last_error(text: str) -> str:
@@ -44,7 +45,7 @@ def _last_error(text: str) -> str:
 
 def judge_case(subject, case: Path, device: str, dtype: str, timeout: float, work: Path, env: dict) -> list[dict]:
     """The rows of one case: the adapter run, then golden check of what it wrote."""
-    from . import judge
+    from . import _core, judge
 
     test = f"transformers/{case.name}"
     out = work / f"{case.name}.{dtype}.h5"
@@ -56,12 +57,13 @@ def judge_case(subject, case: Path, device: str, dtype: str, timeout: float, wor
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        return [_row(test, "fail", f"the adapter timed out after {timeout:.0f} s")]
+        return [_row(test, _core.Status.FAIL, f"the adapter timed out after {timeout:.0f} s")]
     if proc.returncode == NOT_SUPPORTED:
         reason = [line for line in proc.stderr.splitlines() if line.startswith("not supported: ")]
-        return [_row(test, "not_supported", reason[-1].removeprefix("not supported: ") if reason else "not supported")]
+        why = reason[-1].removeprefix("not supported: ") if reason else "not supported"
+        return [_row(test, _core.Status.NOT_SUPPORTED, why)]
     if proc.returncode != 0 or not out.is_file():
-        return [_row(test, "fail", f"exit {proc.returncode}: {_last_error(proc.stderr + proc.stdout)}")]
+        return [_row(test, _core.Status.FAIL, f"exit {proc.returncode}: {_last_error(proc.stderr + proc.stdout)}")]
     verdict = judge(case / f"golden.{dtype}.h5", out, forward_only=subject.forward_only)
     rows = []
     for r in verdict.to_dict()["runs"][0]["results"]:
