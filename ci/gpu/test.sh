@@ -53,6 +53,9 @@
 #                         Liger-Kernel and axolotl from .whl/, our cuda backends), into $OUT/scoreboard;
 #                         $SCOREBOARD_SUBJECTS: only these subjects (its --subjects regex), $SCOREBOARD_JOBS
 #                         runs at once (default 4); the rows so far in scoreboard.partial.json;
+#   mutations             each attention kernel mutated in one place (ci/gpu/kernel_mutations.txt: file,
+#                         sed edit, the checks that must catch it), rebuilt, run: every mutant must fail
+#                         (1); the source is restored and rebuilt after each;
 #   cuda-quick            one kernel iteration: the suite for both cuda backends in bf16 and f16
 #                         ($CONFORM_FILTER narrows it; RUN_TIMEOUT default 240), the attention kernels'
 #                         resource use (cuobjdump), attention at S = 8192 beside its peers (median of 3).
@@ -62,7 +65,7 @@ set -uo pipefail
 source "$(dirname "$0")/common.sh" || exit 2
 STEPS_DEFAULT=(build ctest compare-transformers golden-verify golden-real conform cuda-backend decode python
   third-party third-party-controls model model-tests real-size calibrate calibrate-cpu)
-STEPS_OPTIONAL=(cuda-ops cuda-quick scoreboard)
+STEPS_OPTIONAL=(cuda-ops cuda-quick mutations scoreboard)
 stage_init test "$@"
 CLI=build/bin/gemma4-conform
 
@@ -180,11 +183,35 @@ if step cuda-quick; then
     RUN_TIMEOUT=${RUN_TIMEOUT:-240} conform_both ${CONFORM_FILTER:+--filter "$CONFORM_FILTER"}
     grep -h "FAIL\|fail " "$OUT"/cuda-*.txt 2> /dev/null | head -20
     /usr/local/cuda/bin/cuobjdump -res-usage build/impl/cuda/libgemma4_cuda_kernels.a 2> /dev/null |
-      grep -A1 "hopper_\(forward\|backward\)_kernel" | grep -o "REG:[0-9]* STACK:[0-9]* SHARED:[0-9]*" | sort | uniq -c
+      grep -A1 "hopper_[a-z0-9_]*kernel" | grep -o "REG:[0-9]* STACK:[0-9]* SHARED:[0-9]*" | sort | uniq -c
     RUN_TIMEOUT=${RUN_TIMEOUT:-240} bench_run quick-attention \
       '^(ceiling/|(sliding_attention|global_attention|causal_attention_sliding_shape)/(cuda|cuda-deterministic|sdpa-cudnn|sdpa-efficient)/cuda/31b/8192/bf16/)' \
       --benchmark_min_time=0.2s --benchmark_repetitions=3
     python3 bench/summarize.py "$OUT/quick-attention.json"
+  fi
+fi
+
+if step mutations; then
+  if ! has_cuda_backend; then
+    skip_run mutations "$NO_CUDA_BACKEND"
+  else
+    # One line a mutant: NAME|FILE|SED EXPRESSION|BACKEND|DTYPE|FILTER (the checks that must fail).
+    while IFS='|' read -r name file edit backend dtype filter; do
+      case "$name" in '' | '#'*) continue ;; esac
+      cp "$file" "$OUT/original.src"
+      sed -i "$edit" "$file"
+      if cmp -s "$file" "$OUT/original.src"; then
+        fail_run "mutant-$name" "the edit '$edit' changed nothing in $file" "$OUT/original.src"
+      elif ! run "build-mutant-$name" 0 "$OUT/build-mutant-$name.log" cmake --build build -j "$(nproc)"; then
+        tail -20 "$OUT/build-mutant-$name.log"
+      else
+        conform_run "mutant-$name" 1 --backend "$backend" --dtype "$dtype" --filter "$filter"
+        grep -h "FAIL" "$OUT/mutant-$name.txt" 2> /dev/null | head -3
+      fi
+      cp "$OUT/original.src" "$file"
+    done < ci/gpu/kernel_mutations.txt
+    rm -f "$OUT/original.src"
+    run build-restored 0 "$OUT/build-restored.log" cmake --build build -j "$(nproc)"
   fi
 fi
 

@@ -65,10 +65,10 @@ bool dispatch(AttentionDtype dtype, int head_dim, F&& f) {
   return dtype == AttentionDtype::kBFloat16 ? with_dim(__nv_bfloat16{}) : with_dim(__half{});
 }
 
-// The warp-level (mma.sync) backward, deterministic by construction (attention_backward.cu): the
-// one for head dim 512, whose gradients do not fit the Hopper backward's registers.
-const char* launch_attention_backward_warp_mma(AttentionDtype dtype, const AttentionBackwardArgs& args,
-                                               cudaStream_t stream);
+// The two-pass backward (deterministic by construction): dK and dV of head dim 512 on wgmma
+// (hopper_attention_dkdv512.cu), and dQ in its own query-major pass (hopper_attention_dq.cu).
+const char* launch_attention_dkdv_512(AttentionDtype dtype, const AttentionBackwardArgs& args, cudaStream_t stream);
+const char* launch_attention_dq(AttentionDtype dtype, const AttentionBackwardArgs& args, cudaStream_t stream);
 
 inline const char* cuda_status(const char* unsupported_message) {
   if (unsupported_message != nullptr) return unsupported_message;

@@ -46,10 +46,6 @@ struct AttentionBackwardArgs {
   void* dq = nullptr;
   void* dk = nullptr;
   void* dv = nullptr;
-  // Deterministic: dQ's partial sums are added in a fixed order (bitwise-reproducible, slower);
-  // otherwise in the order the CTAs arrive (atomics).
-  bool deterministic = false;
-  void* workspace = nullptr;  // attention_backward_workspace_bytes(shape, deterministic) bytes, zeroed
 };
 
 // Head dims the kernels are built for; the op pads smaller head dims up to the next one.
@@ -57,9 +53,8 @@ bool attention_head_dim_supported(int head_dim);
 
 // Both return "" on success, else what went wrong (an unsupported shape or a CUDA error).
 const char* launch_attention_forward(AttentionDtype dtype, const AttentionForwardArgs& args, cudaStream_t stream);
-// dK and dV are written by one CTA each; dQ is summed over the key blocks of the band, in fp32 in
-// the workspace (head dims 64 and 256) or by one warp per element (head dim 512).
-size_t attention_backward_workspace_bytes(const AttentionShape& shape, bool deterministic);
+// The backward writes dK and dV from a key-major pass and dQ from a query-major one, each element
+// once: no sum in memory, no workspace, bitwise-reproducible (hopper_attention_backward.cu).
 const char* launch_attention_backward(AttentionDtype dtype, const AttentionBackwardArgs& args, cudaStream_t stream);
 
 }  // namespace gemma4::impl::cuda

@@ -62,8 +62,8 @@ const int32_t* valid_ptr(const torch::Tensor& key_valid) {
 class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
  public:
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v, const torch::Tensor& key_valid, int64_t left, int64_t right,
-                               bool deterministic) {
+                               const torch::Tensor& v, const torch::Tensor& key_valid, int64_t left,
+                               int64_t right) {
     const c10::cuda::CUDAGuard guard(q.device());
     const AttentionShape shape = shape_of(q, k, int(left), int(right));
     torch::Tensor o = at::empty_like(q);
@@ -82,7 +82,6 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     ctx->save_for_backward({q, k, v, key_valid, o, lse});
     ctx->saved_data["left"] = left;
     ctx->saved_data["right"] = right;
-    ctx->saved_data["deterministic"] = deterministic;
     return o;
   }
 
@@ -107,19 +106,15 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     args.dq = dq.data_ptr();
     args.dk = dk.data_ptr();
     args.dv = dv.data_ptr();
-    args.deterministic = ctx->saved_data["deterministic"].toBool();
-    const size_t workspace_bytes = attention_backward_workspace_bytes(args.shape, args.deterministic);
-    const torch::Tensor workspace = at::zeros({int64_t(workspace_bytes)}, q.options().dtype(torch::kUInt8));
-    args.workspace = workspace_bytes > 0 ? workspace.data_ptr() : nullptr;
     check_launch(launch_attention_backward(kernel_dtype(q.scalar_type()), args, at::cuda::getCurrentCUDAStream()));
-    return {dq, dk, dv, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {dq, dk, dv, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              const AttentionSpec& spec, DqOrder dq_order) {
+                              const AttentionSpec& spec) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.sizes() == k.sizes(),
               "cuda attention: q must be [B, S, Hq, D] and k, v [B, Hkv, S, D]; got q ", q.sizes(), ", k ", k.sizes(),
               ", v ", v.sizes());
@@ -146,8 +141,8 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
   auto to_kernel = [&](const torch::Tensor& t) {  // zero columns leave q.k and p.v unchanged
     return kernel_dim == D ? t.contiguous() : at::constant_pad_nd(t, {0, kernel_dim - D});
   };
-  torch::Tensor o = AttentionFunction::apply(to_kernel(q), to_kernel(k), to_kernel(v), key_valid, band.left, band.right,
-                                             dq_order == DqOrder::kFixed);
+  torch::Tensor o =
+      AttentionFunction::apply(to_kernel(q), to_kernel(k), to_kernel(v), key_valid, band.left, band.right);
   if (kernel_dim != D) o = o.slice(-1, 0, D);
   // A query row that sees no key (left padding longer than its band) comes back as 0, with no
   // gradient: implementation-defined, and judged for finiteness only (golden/FORMAT.md). No host

@@ -7,11 +7,9 @@
 
 namespace gemma4::impl::cuda {
 
-// How the backward sums dQ over key blocks (attention_kernels.h): in arrival order (atomics, the
-// default), or in a fixed order, bitwise-reproducible.
-enum class DqOrder { kArrival, kFixed };
-
+// Forward and backward are both deterministic: every output element is written once (the backward
+// in two passes, dK/dV key-major and dQ query-major: attention_kernels.h).
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              const AttentionSpec& spec, DqOrder dq_order);
+                              const AttentionSpec& spec);
 
 }  // namespace gemma4::impl::cuda

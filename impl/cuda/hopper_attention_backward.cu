@@ -1,18 +1,15 @@
-// Attention backward on Hopper's own instructions (sm_90a) for head dims 64 and 256: one CTA per
-// 64 keys of one kv head, looping over the query heads of its group and the query tiles inside
-// the band (hopper_backward_tiles.cuh has the shapes and the split between warpgroups):
+// The attention backward on Hopper's own instructions (sm_90a), in two passes with no sum in
+// memory, so deterministic by construction:
+//  - dK and dV, key-major: this file for head dims 64 and 256 (one CTA per 64 keys of one kv head,
+//    looping over the query heads of its group and the query tiles inside the band;
+//    hopper_backward_tiles.cuh has the shapes), hopper_attention_dkdv512.cu for head dim 512;
+//  - dQ, query-major: hopper_attention_dq.cu (why a pass of its own: hopper_dq_tiles.cuh).
+// The key-major kernel here:
 //   producer  (warpgroup 0, one thread): K and V once, then Q and dO of every tile by TMA;
 //   consumers (warpgroups 1 and 2): S^T = K Q^T, dP^T = V dO^T (wgmma), P^T = exp(S^T - lse) with
-//             the mask on band-edge tiles only, dS^T = P^T (dP^T - delta); then dV += P^T dO,
-//             dK += dS^T Q (kept in registers) and dQ += dS K (added to an fp32 buffer).
-// dQ has many writers (every key block of the band): atomics in arrival order by default, or, when
-// deterministic, in key-block order: the CTA of key block n waits until the n - first blocks before
-// it have added to the same query tile (a semaphore per query tile; CTAs start in block order, so
-// the one waited for is running or done). A last kernel rounds the fp32 dQ to the input's dtype.
-// Head dim 512 keeps the warp-level backward (attention_backward.cu): its dK and dV (64 x 512 fp32
-// each) do not fit two warpgroups' registers. delta = rowsum(dO * O) and lse come from the forward.
-#include <cuda/atomic>
-
+//             the mask on band-edge tiles only, dS^T = P^T (dP^T - delta); then dV += P^T dO and
+//             dK += dS^T Q, kept in registers and written once.
+// delta = rowsum(dO * O) and lse come from the forward.
 #include "impl/cuda/hopper_backward_tiles.cuh"
 #include "impl/cuda/hopper_forward_tiles.cuh"
 
@@ -24,35 +21,11 @@ struct BackwardParams {
   AttentionBackwardArgs args;
   TmaQ tma_q, tma_dout;
   TmaKV tma_k, tma_v;
-  float* dq_accum;     // [B, S, Hq, D] fp32, zeroed
-  int* dq_semaphores;  // [B, Hq, query tiles], zeroed; null: atomics in arrival order
 };
 
 // Named barriers (beyond CUTLASS's reserved ones) among the two consumer warpgroups.
-constexpr uint32_t kPdsWrittenBarrier = 0, kTurnBarrier = 1;
+constexpr uint32_t kPdsWrittenBarrier = 0;
 constexpr int kConsumerThreads = 2 * kWarpgroupThreads;
-
-// The grid is (kv heads, key blocks, batch), heads fastest: the CTAs resident together belong to
-// many heads, so that in the deterministic mode the key blocks that wait for each other's turn on
-// one query tile are few and launched one after another, not a whole wave of one head's blocks
-// waiting on its first.
-__device__ inline int kv_head() { return blockIdx.x; }
-__device__ inline int key_block() { return blockIdx.y; }
-
-// Step i of a CTA: query head kv_head * group + i / per_head, query tile first + i % per_head.
-struct Steps {
-  int first, per_head, count, head0;
-  __device__ int head(int i) const { return head0 + i / per_head; }
-  __device__ int tile(int i) const { return first + i % per_head; }
-};
-
-template <typename Tiles>
-__device__ Steps steps_of(const AttentionShape& s) {
-  const TileRange tiles = band_tiles(s, key_block() * Tiles::kBlockN, Tiles::kBlockN, Tiles::kBlockM,
-                                     /*rows_are_queries=*/false);
-  const int group = s.q_heads / s.kv_heads, per_head = tiles.last - tiles.first + 1;
-  return {tiles.first, per_head, group * per_head, kv_head() * group};
-}
 
 template <typename Tiles, typename Params>
 __device__ void produce(const Params& p, typename Tiles::SharedStorage& smem, typename Tiles::Pipeline& pipeline) {
@@ -99,56 +72,25 @@ __device__ void produce(const Params& p, typename Tiles::SharedStorage& smem, ty
   }
 }
 
-// *p += v, four floats as one 16-byte reduction in L2 (sm_90; no value returned, unlike atomicAdd).
-__device__ inline void red_add(float* p, float4 v) {
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
-               : "memory");
-}
-
-// dQ's writers take turns per query tile, in key-block order (the deterministic mode).
-struct DqTurn {
-  int* semaphore;  // null: no turns (atomics in arrival order)
-  int mine;        // how many key blocks add to this query tile before this CTA
-  __device__ void wait(int thread) const {
-    if (semaphore == nullptr) return;
-    if (thread == 0) {
-      ::cuda::atomic_ref<int, ::cuda::thread_scope_device> turn(*semaphore);
-      while (turn.load(::cuda::memory_order_acquire) != mine) __nanosleep(32);
-    }
-    cutlass::arch::NamedBarrier::sync(kConsumerThreads, kTurnBarrier);
-  }
-  __device__ void pass(int thread) const {
-    if (semaphore == nullptr) return;
-    __threadfence();  // this thread's additions before the next writer's
-    cutlass::arch::NamedBarrier::sync(kConsumerThreads, kTurnBarrier);
-    if (thread == 0)
-      ::cuda::atomic_ref<int, ::cuda::thread_scope_device>(*semaphore).store(mine + 1, ::cuda::memory_order_release);
-  }
-};
-
 template <typename Tiles, typename Params>
 __device__ void consume(const Params& p, typename Tiles::SharedStorage& smem, typename Tiles::Pipeline& pipeline) {
   constexpr int M = Tiles::kBlockM, N = Tiles::kBlockN, Dh = Tiles::kDh, D = Tiles::D;
-  constexpr int kChunksEach = Tiles::kDqChunks / 2;
   using Element = typename Tiles::Element;
   using T = CudaElement<Element>;
   const AttentionShape& s = p.args.shape;
   const int b = blockIdx.z, k0 = key_block() * N;
   const int consumer = threadIdx.x / kWarpgroupThreads - 1, thread = threadIdx.x % kWarpgroupThreads;
-  const int flat = threadIdx.x - kWarpgroupThreads;  // 0..255 over both consumers
   const int32_t* valid = p.args.key_valid ? p.args.key_valid + int64_t(b) * s.seq : nullptr;
   const Steps steps = steps_of<Tiles>(s);
 
   Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Tiles::SmemLayoutKV{});
   Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Tiles::SmemLayoutKV{});
-  Tensor sKt = make_tensor(make_smem_ptr(smem.k.data()), typename Tiles::SmemLayoutKt{});
   Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Tiles::SmemLayoutQ{});
   Tensor sdO = make_tensor(make_smem_ptr(smem.dout.data()), typename Tiles::SmemLayoutQ{});
   Tensor sQt = make_tensor(make_smem_ptr(smem.q.data()), typename Tiles::SmemLayoutQt{});
   Tensor sdOt = make_tensor(make_smem_ptr(smem.dout.data()), typename Tiles::SmemLayoutQt{});
   Tensor sPt = make_tensor(make_smem_ptr(smem.pt.data()), typename Tiles::SmemLayoutPt{});
   Tensor sdSt = make_tensor(make_smem_ptr(smem.dst.data()), typename Tiles::SmemLayoutPt{});
-  Tensor sdS = make_tensor(make_smem_ptr(smem.dst.data()), typename Tiles::SmemLayoutDs{});
 
   // S^T and dP^T: this warpgroup's 32 queries of the tile.
   typename Tiles::MmaSdP mma_sdp;
@@ -177,14 +119,6 @@ __device__ void consume(const Params& p, typename Tiles::SharedStorage& smem, ty
   Tensor tdKrdK = partition_fragment_C(mma_dkv, Shape<Int<N>, Int<Dh>>{});
   clear(tdVrdV);
   clear(tdKrdK);
-
-  // dQ, one chunk of this warpgroup's half of D at a time.
-  typename Tiles::MmaDq mma_dq;
-  auto thr_dq = mma_dq.get_thread_slice(thread);
-  Tensor tQrdS = thr_dq.partition_fragment_A(sdS);  // (.., .., k blocks, buffers)
-  Tensor tQrKt = thr_dq.partition_fragment_B(sKt);  // (.., .., k blocks, chunks)
-  Tensor tQrdQ = partition_fragment_C(mma_dq, Shape<Int<M>, Int<Tiles::kDqChunk>>{});
-  Tensor tQcdQ = thr_dq.partition_C(make_identity_tensor(Shape<Int<M>, Int<Tiles::kDqChunk>>{}));
 
   cutlass::arch::ClusterBarrier::wait(&smem.kv_loaded, 0);
   typename Tiles::Pipeline::PipelineState stage;
@@ -232,51 +166,11 @@ __device__ void consume(const Params& p, typename Tiles::SharedStorage& smem, ty
     cutlass::arch::fence_view_async_shared();  // the stores above, before wgmma reads them
     cutlass::arch::NamedBarrier::sync(kConsumerThreads, kPdsWrittenBarrier);
 
-    // dQ's first chunk, then dV and dK, whose products run while the chunk is added.
-    const int chunk0 = consumer * kChunksEach;
-    wgmma_issue<true>(mma_dq, tQrdS(_, _, _, buffer), tQrKt(_, _, _, chunk0), tQrdQ);
     wgmma_issue<false>(mma_dkv, tKVrPt(_, _, _, buffer), tKVrdOt(_, _, _, qslot + consumer), tdVrdV);
     wgmma_issue<false>(mma_dkv, tKVrdSt(_, _, _, buffer), tKVrQt(_, _, _, qslot + consumer), tdKrdK);
-    const DqTurn turn{p.dq_semaphores == nullptr
-                          ? nullptr
-                          : p.dq_semaphores + (int64_t(b) * s.q_heads + head) * ((s.seq + M - 1) / M) + steps.tile(i),
-                      key_block() - band_tiles(s, q0, M, N, /*rows_are_queries=*/true).first};
-    float* dq_rows = p.dq_accum + (int64_t(b) * s.seq * s.q_heads + head) * D;
-    // Adds a dQ chunk, four adjacent columns (one 16-byte atomic) at a time: a thread holds two
-    // adjacent columns of two rows, its quad neighbour (lane ^ 1) the next two, so the pair swaps
-    // one row's values and each adds four columns of one row. Half the atomics of pairs: the adds
-    // to L2 are what limits this kernel.
-    Tensor dQ = make_tensor(tQrdQ.data(), rows_by_columns(tQrdQ.layout()));
-    Tensor cdQ = make_tensor(tQcdQ.data(), rows_by_columns(tQcdQ.layout()));
-    const bool odd = thread & 1;
-    auto add_dq = [&](int chunk) {
-      CUTE_UNROLL
-      for (int c = 0; c < size<1>(dQ); c += 2) {
-        const float a0 = dQ(0, c), a1 = dQ(0, c + 1), b0 = dQ(1, c), b1 = dQ(1, c + 1);
-        const float got0 = __shfl_xor_sync(0xffffffff, odd ? a0 : b0, 1);
-        const float got1 = __shfl_xor_sync(0xffffffff, odd ? a1 : b1, 1);
-        const float4 v = odd ? make_float4(got0, got1, b0, b1) : make_float4(a0, a1, got0, got1);
-        const int q = q0 + (odd ? get<0>(cdQ(1, c)) : get<0>(cdQ(0, c)));
-        if (q >= s.seq) continue;
-        const int column = chunk * Tiles::kDqChunk + (get<1>(cdQ(0, c)) & ~3);
-        red_add(dq_rows + int64_t(q) * s.q_heads * D + column, v);
-      }
-    };
-    warpgroup_wait<2>();
-    warpgroup_fence_operand(tQrdQ);
-    turn.wait(flat);
-    add_dq(chunk0);
-    CUTE_UNROLL
-    for (int chunk = chunk0 + 1; chunk < chunk0 + kChunksEach; ++chunk) {
-      wgmma_issue<true>(mma_dq, tQrdS(_, _, _, buffer), tQrKt(_, _, _, chunk), tQrdQ);
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(tQrdQ);
-      add_dq(chunk);
-    }
     warpgroup_wait<0>();
     warpgroup_fence_operand(tdVrdV);
     warpgroup_fence_operand(tdKrdK);
-    turn.pass(flat);
     pipeline.consumer_release(stage);
   }
 
@@ -316,16 +210,6 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1) hopper_backward_kernel(con
   }
 }
 
-// dq = dq_accum rounded to T, four values a thread.
-template <typename T>
-__global__ void round_dq_kernel(const float4* accum, T* dq, int64_t quads) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < quads; i += int64_t(gridDim.x) * blockDim.x) {
-    const float4 v = accum[i];
-    store_pair(dq + 4 * i, v.x, v.y);
-    store_pair(dq + 4 * i + 2, v.z, v.w);
-  }
-}
-
 template <typename T, int D>
 void launch(const AttentionBackwardArgs& a, cudaStream_t stream) {
   using Tiles = BackwardTiles<T, D>;
@@ -337,19 +221,13 @@ void launch(const AttentionBackwardArgs& a, cudaStream_t stream) {
   auto tma_k = make_tma_copy(SM90_TMA_LOAD{}, key_tensor<Tiles>(a.k, s), kv_tile);
   auto tma_v = make_tma_copy(SM90_TMA_LOAD{}, key_tensor<Tiles>(a.v, s), kv_tile);
   using Params = BackwardParams<decltype(tma_q), decltype(tma_k)>;
-  float* dq_accum = static_cast<float*>(a.workspace);
-  const int64_t dq_values = int64_t(s.batch) * s.seq * s.q_heads * D;
-  int* semaphores = a.deterministic ? reinterpret_cast<int*>(dq_accum + dq_values) : nullptr;
-  const Params params{a, tma_q, tma_dout, tma_k, tma_v, dq_accum, semaphores};
+  const Params params{a, tma_q, tma_dout, tma_k, tma_v};
   constexpr int bytes = int(sizeof(typename Tiles::SharedStorage));
   static_assert(bytes <= kMaxSharedBytes, "backward tiles exceed shared memory");
   auto kernel = hopper_backward_kernel<Tiles, Params>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   const dim3 grid(s.kv_heads, (s.seq + Tiles::kBlockN - 1) / Tiles::kBlockN, s.batch);
   kernel<<<grid, Tiles::kThreads, bytes, stream>>>(params);
-  const int64_t quads = dq_values / 4;
-  round_dq_kernel<T><<<int(std::min<int64_t>((quads + 255) / 256, 65535)), 256, 0, stream>>>(
-      reinterpret_cast<const float4*>(dq_accum), static_cast<T*>(a.dq), quads);
 }
 
 }  // namespace
@@ -357,20 +235,18 @@ void launch(const AttentionBackwardArgs& a, cudaStream_t stream) {
 
 namespace gemma4::impl::cuda {
 
-size_t attention_backward_workspace_bytes(const AttentionShape& s, bool deterministic) {
-  if (s.head_dim == 512) return 0;  // the warp-level backward writes dQ itself
-  const int64_t dq_accum = int64_t(s.batch) * s.seq * s.q_heads * s.head_dim * int64_t(sizeof(float));
-  const int64_t query_tiles = (s.seq + 63) / 64;
-  return size_t(dq_accum + (deterministic ? int64_t(s.batch) * s.q_heads * query_tiles * int64_t(sizeof(int)) : 0));
-}
-
 const char* launch_attention_backward(AttentionDtype dtype, const AttentionBackwardArgs& args, cudaStream_t stream) {
-  if (args.shape.head_dim == 512) return launch_attention_backward_warp_mma(dtype, args, stream);
-  const bool built = dispatch(dtype, args.shape.head_dim, [&](auto type_tag, auto dim_tag) {
-    constexpr int D = decltype(dim_tag)::value;
-    if constexpr (D != 512) hopper::launch<decltype(type_tag), D>(args, stream);
-  });
-  return cuda_status(built ? nullptr : "attention backward: head dim not built (64, 256, 512)");
+  const char* error = "";
+  if (args.shape.head_dim == 512) {
+    error = launch_attention_dkdv_512(dtype, args, stream);
+  } else {
+    const bool built = dispatch(dtype, args.shape.head_dim, [&](auto type_tag, auto dim_tag) {
+      constexpr int D = decltype(dim_tag)::value;
+      if constexpr (D != 512) hopper::launch<decltype(type_tag), D>(args, stream);
+    });
+    error = cuda_status(built ? nullptr : "attention backward: head dim not built (64, 256, 512)");
+  }
+  return *error != '\0' ? error : launch_attention_dq(dtype, args, stream);
 }
 
 }  // namespace gemma4::impl::cuda

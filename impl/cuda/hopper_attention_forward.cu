@@ -45,40 +45,11 @@ __device__ inline WorkTile work_tile(int t, int query_blocks, int q_heads) {
 // Named barrier (beyond CUTLASS's reserved ones) of the D split's score exchange.
 constexpr uint32_t kExchangeBarrier = 0;
 
-// One producer thread: Q (if `with_q`), then a K or V tile per band tile, every half of D on the
-// stage's barrier.
-// `stage` carries on from one work tile to the next.
-template <typename Tiles, typename Tma, typename Storage>
-__device__ void produce(const Tma& tma, Storage& smem_tile, typename Tiles::Pipeline& pipeline,
-                        typename Tiles::Pipeline::PipelineState& stage, int head, int batch, const AttentionShape& s,
-                        TileRange tiles) {
-  constexpr int N = Tiles::kBlockN, Dh = Tiles::kDh;
-  Tensor sT = make_tensor(make_smem_ptr(smem_tile.data()), typename Tiles::SmemLayoutKV{});
-  Tensor mT = tma.get_tma_tensor(key_shape<Tiles>(s));
-  for (int n = tiles.first; n <= tiles.last; ++n, ++stage) {
-    pipeline.producer_acquire(stage);
-    CUTE_UNROLL
-    for (int half = 0; half < Tiles::kHalves; ++half) {
-      Tensor gT = local_tile(mT(_, _, half, head, batch), Shape<Int<N>, Int<Dh>>{}, make_coord(_, _0{}));
-      auto [tg, ts] = tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sT), group_modes<0, 2>(gT));
-      copy(tma.with(*pipeline.producer_get_barrier(stage)), tg(_, n), ts(_, stage.index() * Tiles::kHalves + half));
-    }
-  }
-}
-
 template <typename Tiles, typename Params>
 __device__ void produce_q(const Params& p, typename Tiles::SharedStorage& smem, WorkTile w) {
-  constexpr int M = Tiles::kBlockM, Dh = Tiles::kDh;
-  const AttentionShape& s = p.args.shape;
-  Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Tiles::SmemLayoutQ{});
-  Tensor mQ = p.tma_q.get_tma_tensor(query_shape<Tiles>(s));
   cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&smem.q_loaded, Tiles::kQBytes);
-  CUTE_UNROLL
-  for (int half = 0; half < Tiles::kHalves; ++half) {
-    Tensor gQ = local_tile(mQ(_, _, half, w.head, w.batch), Shape<Int<M>, Int<Dh>>{}, make_coord(w.block, _0{}));
-    auto [tg, ts] = tma_partition(p.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
-    copy(p.tma_q.with(smem.q_loaded), tg, ts(_, half));
-  }
+  load_query_rows<Tiles, typename Tiles::SmemLayoutQ>(p.tma_q, smem.q.data(), smem.q_loaded, p.args.shape, w.block,
+                                                      w.head, w.batch);
 }
 
 // One work tile, whose Q has landed. `stage` carries on from one work tile to the next.
@@ -277,14 +248,16 @@ __global__ void __launch_bounds__(Tiles::kThreads, 1) hopper_forward_kernel(cons
         }
         const WorkTile w = work_tile(t, p.query_blocks, s.q_heads);
         produce_q<Tiles>(p, smem, w);
-        produce<Tiles>(p.tma_k, smem.k, k_pipeline, stage, w.head / (s.q_heads / s.kv_heads), w.batch, s, band(w));
+        load_key_tiles<Tiles, typename Tiles::SmemLayoutKV>(p.tma_k, smem.k.data(), k_pipeline, stage, s,
+                                                            w.head / (s.q_heads / s.kv_heads), w.batch, band(w));
         cutlass::arch::ClusterBarrier::wait(&smem.q_free, phase);
         t = p.args.tile_counter ? gridDim.x + atomicAdd(p.args.tile_counter, 1) : t + gridDim.x;
       }
     } else if (threadIdx.x == kVProducer) {
       for (int phase = 0, t; (t = wait_tile(phase)) >= 0; phase ^= 1) {
         const WorkTile w = work_tile(t, p.query_blocks, s.q_heads);
-        produce<Tiles>(p.tma_v, smem.v, v_pipeline, stage, w.head / (s.q_heads / s.kv_heads), w.batch, s, band(w));
+        load_key_tiles<Tiles, typename Tiles::SmemLayoutKV>(p.tma_v, smem.v.data(), v_pipeline, stage, s,
+                                                            w.head / (s.q_heads / s.kv_heads), w.batch, band(w));
       }
     }
   } else {

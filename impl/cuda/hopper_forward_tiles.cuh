@@ -94,4 +94,43 @@ auto key_tensor(const void* p, const AttentionShape& s) {
                                                                   int64_t(s.kv_heads) * s.seq * D)));
 }
 
+// One producer thread's loop over the key tiles [tiles.first, tiles.last] of one kv head: K (or V)
+// tile n into the stage's slots (slot = stage * halves + half), every half of D on the stage's
+// barrier. `stage` carries on from one call to the next. Used by the forward and the dQ pass;
+// `SmemLayout` is (keys, D/halves, slots).
+template <typename Tiles, typename SmemLayout, typename Tma, typename Pipeline>
+__device__ void load_key_tiles(const Tma& tma, typename Tiles::Element* smem, Pipeline& pipeline,
+                               typename Pipeline::PipelineState& stage, const AttentionShape& s, int kv_head,
+                               int batch, TileRange tiles) {
+  constexpr int N = size<0>(SmemLayout{}), Dh = Tiles::kDh, kHalves = Tiles::kHalves;
+  Tensor sT = make_tensor(make_smem_ptr(smem), SmemLayout{});
+  Tensor mT = tma.get_tma_tensor(key_shape<Tiles>(s));
+  for (int n = tiles.first; n <= tiles.last; ++n, ++stage) {
+    pipeline.producer_acquire(stage);
+    CUTE_UNROLL
+    for (int half = 0; half < kHalves; ++half) {
+      Tensor gT = local_tile(mT(_, _, half, kv_head, batch), Shape<Int<N>, Int<Dh>>{}, make_coord(_, _0{}));
+      auto [tg, ts] = tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sT), group_modes<0, 2>(gT));
+      copy(tma.with(*pipeline.producer_get_barrier(stage)), tg(_, n), ts(_, stage.index() * kHalves + half));
+    }
+  }
+}
+
+// Rows [block * rows, +rows) of one head of a query-side tensor (Q, dO), every half of D, into
+// the (rows, D/halves, halves) tile `smem`, on the transaction barrier `loaded` (whose expected
+// bytes the caller set).
+template <typename Tiles, typename SmemLayout, typename Tma>
+__device__ void load_query_rows(const Tma& tma, typename Tiles::Element* smem, uint64_t& loaded,
+                                const AttentionShape& s, int block, int head, int batch) {
+  constexpr int M = size<0>(SmemLayout{}), Dh = Tiles::kDh;
+  Tensor sQ = make_tensor(make_smem_ptr(smem), SmemLayout{});
+  Tensor mQ = tma.get_tma_tensor(query_shape<Tiles>(s));
+  CUTE_UNROLL
+  for (int half = 0; half < Tiles::kHalves; ++half) {
+    Tensor gQ = local_tile(mQ(_, _, half, head, batch), Shape<Int<M>, Int<Dh>>{}, make_coord(block, _0{}));
+    auto [tg, ts] = tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+    copy(tma.with(loaded), tg, ts(_, half));
+  }
+}
+
 }  // namespace gemma4::impl::cuda::hopper

@@ -219,7 +219,7 @@ Tensor attention(const Tensor& q_in, const LayerKvCache& base, const DecodeAtten
   if (first == start && s.head_dim <= 512) {  // a prompt from index 0: the fused prefill kernel
     const AttentionSpec prefill{spec.type, spec.sliding_window, /*bidirectional=*/false,
                                 padding.defined() ? padding.slice(1, start, start + steps) : Tensor()};
-    return fused_attention(q, k.contiguous(), v.contiguous(), prefill, DqOrder::kArrival);
+    return fused_attention(q, k.contiguous(), v.contiguous(), prefill);
   }
   DecodeAttentionSpec mask_spec = spec;
   mask_spec.padding = padding.defined() ? padding : at::ones({s.batch, c.end}, q.options().dtype(torch::kInt64));
