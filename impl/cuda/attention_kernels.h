@@ -55,6 +55,9 @@ bool attention_head_dim_supported(int head_dim);
 const char* launch_attention_forward(AttentionDtype dtype, const AttentionForwardArgs& args, cudaStream_t stream);
 // The backward writes dK and dV from a key-major pass and dQ from a query-major one, each element
 // once: no sum in memory, no workspace, bitwise-reproducible (hopper_attention_backward.cu).
+// delta = rowsum(dout * o) in fp32, [B, Hq, S], from o and dout [B, S, Hq, D]: the backward's row term.
+const char* launch_attention_delta(AttentionDtype dtype, const AttentionShape& shape, const void* o, const void* dout,
+                                   float* delta, cudaStream_t stream);
 const char* launch_attention_backward(AttentionDtype dtype, const AttentionBackwardArgs& args, cudaStream_t stream);
 
 }  // namespace gemma4::impl::cuda

@@ -91,8 +91,6 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
                         &lse = saved[5];
     const c10::cuda::CUDAGuard guard(q.device());
     const torch::Tensor dout = grads[0].contiguous();
-    // delta_i = sum_d dO_id O_id: the softmax backward's row term, in fp32, [B, Hq, S].
-    const torch::Tensor delta = (dout.to(torch::kFloat32) * o.to(torch::kFloat32)).sum(-1).transpose(1, 2).contiguous();
     torch::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
     AttentionBackwardArgs args;
     args.shape = shape_of(q, k, int(ctx->saved_data["left"].toInt()), int(ctx->saved_data["right"].toInt()));
@@ -102,6 +100,10 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     args.key_valid = valid_ptr(key_valid);
     args.dout = dout.data_ptr();
     args.lse = lse.data_ptr<float>();
+    // delta_i = sum_d dO_id O_id: the softmax backward's row term, in fp32, [B, Hq, S].
+    const torch::Tensor delta = at::empty_like(lse);
+    check_launch(launch_attention_delta(kernel_dtype(q.scalar_type()), args.shape, o.data_ptr(), dout.data_ptr(),
+                                        delta.data_ptr<float>(), at::cuda::getCurrentCUDAStream()));
     args.delta = delta.data_ptr<float>();
     args.dq = dq.data_ptr();
     args.dk = dk.data_ptr();

@@ -230,10 +230,52 @@ void launch(const AttentionBackwardArgs& a, cudaStream_t stream) {
   kernel<<<grid, Tiles::kThreads, bytes, stream>>>(params);
 }
 
+// delta[b, h, i] = sum_d dO[b, i, h, d] O[b, i, h, d] in fp32: one warp a row, 16 bytes (8
+// values) of each tensor a lane at a time. Its own kernel, one read of O and dO, rather than
+// the four passes over [B, S, Hq, D] that fp32 casts, a product and a sum take in LibTorch (0.6 ms
+// of a 3.8 ms sliding-layer step at S = 8192 on an H200).
+template <typename T>
+__global__ void attention_delta_kernel(const T* o, const T* dout, float* delta, AttentionShape s, int64_t rows) {
+  const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const int D = s.head_dim;
+  float sum = 0.f;
+  for (int d = lane * 8; d < D; d += 32 * 8) {
+    const uint4 a = *reinterpret_cast<const uint4*>(o + row * D + d);
+    const uint4 g = *reinterpret_cast<const uint4*>(dout + row * D + d);
+    const T* x = reinterpret_cast<const T*>(&a);
+    const T* y = reinterpret_cast<const T*>(&g);
+    CUTE_UNROLL
+    for (int j = 0; j < 8; ++j) sum += float(x[j]) * float(y[j]);
+  }
+  CUTE_UNROLL
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffff, sum, offset);
+  if (lane != 0) return;
+  // row = (b * S + i) * Hq + h -> delta[(b * Hq + h) * S + i]
+  const int64_t h = row % s.q_heads, i = (row / s.q_heads) % s.seq, b = row / (int64_t(s.q_heads) * s.seq);
+  delta[(b * s.q_heads + h) * s.seq + i] = sum;
+}
+
 }  // namespace
 }  // namespace gemma4::impl::cuda::hopper
 
 namespace gemma4::impl::cuda {
+
+const char* launch_attention_delta(AttentionDtype dtype, const AttentionShape& s, const void* o, const void* dout,
+                                   float* delta, cudaStream_t stream) {
+  if (s.head_dim % 8 != 0) return "attention delta: the head dim must be a multiple of 8";
+  const int64_t rows = int64_t(s.batch) * s.seq * s.q_heads;
+  const int blocks = int((rows * 32 + 255) / 256);
+  if (dtype == AttentionDtype::kBFloat16) {
+    hopper::attention_delta_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(o),
+                                                               static_cast<const __nv_bfloat16*>(dout), delta, s, rows);
+  } else {
+    hopper::attention_delta_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __half*>(o),
+                                                               static_cast<const __half*>(dout), delta, s, rows);
+  }
+  return cuda_status(nullptr);
+}
 
 const char* launch_attention_backward(AttentionDtype dtype, const AttentionBackwardArgs& args, cudaStream_t stream) {
   const char* error = "";
