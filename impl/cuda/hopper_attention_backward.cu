@@ -9,7 +9,7 @@
 //   consumers (warpgroups 1 and 2): S^T = K Q^T, dP^T = V dO^T (wgmma), P^T = exp(S^T - lse) with
 //             the mask on band-edge tiles only, dS^T = P^T (dP^T - delta); then dV += P^T dO and
 //             dK += dS^T Q, kept in registers and written once.
-// delta = rowsum(dO * O) and lse come from the forward.
+// lse comes from the forward, delta = rowsum(dO * O) from launch_attention_delta (below).
 #include "impl/cuda/hopper_backward_tiles.cuh"
 #include "impl/cuda/hopper_forward_tiles.cuh"
 

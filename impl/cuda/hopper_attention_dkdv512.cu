@@ -8,7 +8,7 @@
 //   consumer 1 (warpgroup 2): dP = dO V^T, then dS = P (dP - delta) with P from the exchange;
 //   both:     dV^T += dO^T P and dK^T += Q^T dS for their half of D, kept in registers, and at the
 //             end dK and dV written once (deterministic: no atomics, no workspace).
-// Scale 1 (GEMMA4.md); lse and delta = rowsum(dO * O) come from the forward.
+// Scale 1 (GEMMA4.md); lse comes from the forward, delta = rowsum(dO * O) from launch_attention_delta.
 //
 // Reuse of the single buffers, step i to step i + 1, without extra barriers:
 //  - sP and the exchange are written (by consumer 0) only after S of step i + 1, which needs Q of
