@@ -55,7 +55,8 @@
 #                         runs at once (default 4); the rows so far in scoreboard.partial.json;
 #   mutations             each attention kernel mutated in one place (ci/gpu/kernel_mutations.txt: file,
 #                         sed edit, the checks that must catch it), rebuilt, run: every mutant must fail
-#                         (1); the source is restored and rebuilt after each;
+#                         (1); the source is restored and rebuilt after each ($MUTANTS: only the
+#                         mutants whose names match this regex);
 #   cuda-quick            one kernel iteration: the suite for both cuda backends in bf16 and f16
 #                         ($CONFORM_FILTER narrows it; RUN_TIMEOUT default 240), the attention kernels'
 #                         resource use (cuobjdump), attention at S = 8192 beside its peers (median of 3).
@@ -198,6 +199,7 @@ if step mutations; then
     # One line a mutant: NAME|FILE|SED EXPRESSION|BACKEND|DTYPE|FILTER (the checks that must fail).
     while IFS='|' read -r name file edit backend dtype filter; do
       case "$name" in '' | '#'*) continue ;; esac
+      [[ "$name" =~ ${MUTANTS:-.} ]] || continue
       cp "$file" "$OUT/original.src"
       sed -i "$edit" "$file"
       if cmp -s "$file" "$OUT/original.src"; then

@@ -95,15 +95,22 @@ __global__ void __launch_bounds__(kCombineThreads)
   store4<T>(out, acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
 }
 
-// Calls f(T{}, integral_constant<D>, integral_constant<MT>) for the dtype, head dim and rows; false
-// when the head dim is not built.
+// Calls f(T{}, integral_constant<D>, integral_constant<MT>, integral_constant<stages>) for the
+// dtype, head dim, rows and pipeline stages (3 or 4); false when the head dim is not built.
 template <typename F>
-bool dispatch_decode(AttentionDtype dtype, int head_dim, int rows, F&& f) {
+bool dispatch_decode(AttentionDtype dtype, int head_dim, int rows, int stages, F&& f) {
   auto with_mt = [&](auto type_tag, auto dim_tag) {
+    auto with_s = [&](auto mt_tag) {
+      if (stages == 4) {
+        f(type_tag, dim_tag, mt_tag, std::integral_constant<int, 4>{});
+      } else {
+        f(type_tag, dim_tag, mt_tag, std::integral_constant<int, 3>{});
+      }
+    };
     if (rows <= 16) {
-      f(type_tag, dim_tag, std::integral_constant<int, 1>{});
+      with_s(std::integral_constant<int, 1>{});
     } else {
-      f(type_tag, dim_tag, std::integral_constant<int, 2>{});
+      with_s(std::integral_constant<int, 2>{});
     }
   };
   auto with_dim = [&](auto type_tag) {
@@ -128,15 +135,15 @@ bool dispatch_decode(AttentionDtype dtype, int head_dim, int rows, F&& f) {
 }
 
 // The kernel's shared-memory opt-in (once) and how many of its CTAs fit an SM.
-template <typename T, int D, int MT>
+template <typename T, int D, int MT, int S>
 int blocks_per_sm() {
-  using C = DecodeConfig<D, MT>;
+  using C = DecodeConfig<D, MT, S>;
   static const int blocks = [] {
     constexpr int bytes = C::template bytes<T>();
     static_assert(bytes <= kMaxSharedBytes, "decode tiles exceed shared memory");
-    cudaFuncSetAttribute(decode_attention_kernel<T, D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    cudaFuncSetAttribute(decode_attention_kernel<T, D, MT, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     int n = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<T, D, MT>, C::THREADS, bytes);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<T, D, MT, S>, C::THREADS, bytes);
     return std::max(n, 1);
   }();
   return blocks;
@@ -173,22 +180,34 @@ bool decode_attention_supported(int head_dim, int q_heads, int kv_heads, int que
          q_heads / kv_heads * queries <= kMaxDecodeRows;
 }
 
+// Stages: a step that reads at most kFewTiles key tiles (of 8192 elements of K and of V: 32 KB in
+// bf16; 4096 tiles are 128 MiB, about 1 MB an SM) takes 4 stages, one CTA an SM with three tiles
+// in flight; a larger one 3 stages, two CTAs an SM, whose second CTA hides the first's per-tile
+// chain. Measured on an H200 (the decode benchmarks' 24 bf16 cases at 2, 3 and 4 stages): up to
+// 4096 tiles 4 stages win or tie all but two cases, which they lose by 1.5% (E4B global, 32k B 1
+// and 4k B 8), and win by up to 14% (E4B sliding B 64: 31.4 us against 36.4, with no combining
+// kernel); above, they lose 7-17% (31B sliding B 64: 320 us against 275).
+constexpr int64_t kFewTiles = 4096;
+
 // Splits: the fewest CTA "tile-times" over the waves they make. A CTA of t tiles costs about t + 2
 // (its pipeline's fill and its epilogue), a wave is every SM's CTAs, and a second kernel costs
 // about 2 more; so long caches of few (batch, kv head) pairs split wide, many pairs do not split.
 DecodePlan plan_decode_attention(AttentionDtype dtype, const DecodeAttentionArgs& a) {
   DecodePlan plan;
   const int rows = rows_of(a);
-  dispatch_decode(dtype, a.head_dim, rows, [&](auto type_tag, auto dim_tag, auto mt_tag) {
+  const int tk = decode_tile_keys(a.head_dim);
+  const int64_t pairs = int64_t(a.batch) * a.kv_heads;
+  const int64_t tiles = tk == 0 ? 0 : (a.start + a.queries - a.first_key + tk - 1) / tk;
+  plan.stages = pairs * tiles <= kFewTiles ? 4 : 3;
+  dispatch_decode(dtype, a.head_dim, rows, plan.stages, [&](auto type_tag, auto dim_tag, auto mt_tag, auto s_tag) {
     using T = decltype(type_tag);
-    constexpr int D = decltype(dim_tag)::value, MT = decltype(mt_tag)::value;
-    using C = DecodeConfig<D, MT>;
+    constexpr int D = decltype(dim_tag)::value, MT = decltype(mt_tag)::value, S = decltype(s_tag)::value;
+    using C = DecodeConfig<D, MT, S>;
     int device = 0, sms = 1;
     cudaGetDevice(&device);
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    const int64_t slots = int64_t(sms) * blocks_per_sm<T, D, MT>();
-    const int64_t pairs = int64_t(a.batch) * a.kv_heads;
-    const int64_t tiles = (a.start + a.queries - a.first_key + C::TK - 1) / C::TK;
+    static_assert(C::TK * D == 8192, "a tile is 8192 elements at every head dim (decode_tile_keys)");
+    const int64_t slots = int64_t(sms) * blocks_per_sm<T, D, MT, S>();
     int64_t best_cost = INT64_MAX;
     for (int64_t s = 1; s <= std::min<int64_t>(tiles, 4096); ++s) {
       const int64_t per = (tiles + s - 1) / s;
@@ -222,12 +241,12 @@ const char* launch_decode_attention(AttentionDtype dtype, const DecodeAttentionA
     sp.m = sp.o + prows * a.head_dim;
     sp.l = sp.m + prows;
   }
-  dispatch_decode(dtype, a.head_dim, rows, [&](auto type_tag, auto dim_tag, auto mt_tag) {
+  dispatch_decode(dtype, a.head_dim, rows, plan.stages, [&](auto type_tag, auto dim_tag, auto mt_tag, auto s_tag) {
     using T = decltype(type_tag);
-    constexpr int D = decltype(dim_tag)::value, MT = decltype(mt_tag)::value;
-    using C = DecodeConfig<D, MT>;
-    blocks_per_sm<T, D, MT>();  // the shared-memory opt-in
-    decode_attention_kernel<T, D, MT>
+    constexpr int D = decltype(dim_tag)::value, MT = decltype(mt_tag)::value, S = decltype(s_tag)::value;
+    using C = DecodeConfig<D, MT, S>;
+    blocks_per_sm<T, D, MT, S>();  // the shared-memory opt-in
+    decode_attention_kernel<T, D, MT, S>
         <<<dim3(plan.splits, a.kv_heads, a.batch), C::THREADS, C::template bytes<T>(), stream>>>(a, sp);
     if (plan.splits > 1) launch_combine<T>(a, sp, rows, stream);
   });

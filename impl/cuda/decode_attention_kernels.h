@@ -43,8 +43,14 @@ struct DecodeAttentionArgs {
 struct DecodePlan {
   int splits = 1;
   int tiles_per_split = 0;
+  int stages = 3;  // the kernel's pipeline stages: 3 or 4 (plan_decode_attention says when)
   size_t workspace_bytes = 0;
 };
+
+// Keys per tile (a pipeline stage): 8192 / head dim, 0 for a head dim not built.
+inline int decode_tile_keys(int head_dim) {
+  return head_dim == 64 || head_dim == 128 || head_dim == 256 || head_dim == 512 ? 8192 / head_dim : 0;
+}
 
 // Head dims 64, 128, 256, 512; at most kMaxDecodeQueries queries and kMaxDecodeRows rows.
 bool decode_attention_supported(int head_dim, int q_heads, int kv_heads, int queries);

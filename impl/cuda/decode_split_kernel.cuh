@@ -17,9 +17,11 @@
 // stays at 64 registers and its Q fragments (DS/4) at 32, so head dim 512 splits into four slices
 // whose partial scores are summed in shared memory in fixed order (tile::reduce_splits, bitwise
 // reproducible). NK key groups of 16 keys run side by side so that one pipeline stage (K and V of
-// 16 NK keys) is about 33 KB at every head dim; three stages and the scratch come to about 105 KB,
+// 16 NK keys) is about 33 KB at every head dim. Three stages and the scratch come to about 105 KB,
 // two CTAs an SM, so up to four stages (133 KB) are in flight per SM, well above what the SM's
-// share of bandwidth needs over the memory latency (4.8 TB/s / 132 SMs x ~1 us, about 36 KB).
+// share of bandwidth needs over the memory latency (4.8 TB/s / 132 SMs x ~1 us, about 36 KB); the
+// second CTA hides the first's per-tile chain. Small steps, whose CTAs have few tiles each, take
+// four stages and one CTA an SM instead (plan_decode_attention: when, and the measurements).
 // Each key group keeps its own online-softmax state; the groups are merged once, at the end.
 // Key tiles are counted from the oldest key the first query may see, so tiles outside the sliding
 // window are never read; the mask (window, causal order, padding) applies inside the rest.
@@ -37,8 +39,8 @@ namespace gemma4::impl::cuda::decode {
 
 using namespace tile;
 
-template <int D, int MT>
-struct DecodeConfig {
+template <int D, int MT, int S>
+struct DecodeConfig {  // S: pipeline stages
   static constexpr int NS = D >= 256 ? D / 128 : 1;  // warps splitting the head dim
   static constexpr int DS = D / NS;
   static constexpr int NK = D >= 512 ? 1 : 512 / D;  // key groups of 16 keys
@@ -47,7 +49,7 @@ struct DecodeConfig {
   static constexpr int TK = 16 * NK;  // keys per stage
   static constexpr int PITCH = D + kPad;
   static constexpr int ROWS = 16 * MT;
-  static constexpr int STAGES = 3;
+  static constexpr int STAGES = S;
   static constexpr int SCRATCH = NS == 1 ? 0 : 256 * NS * NK * MT;  // floats: reduce_splits per row group
   static constexpr int STATS = (2 * NK + 2) * ROWS;                 // floats: per group and merged (max, sum)
   static constexpr int PADS = STAGES * TK;                          // int64: each stage's keys' padding
@@ -85,10 +87,10 @@ __device__ inline void store4(T* p, float a, float b, float c, float d) {
   *reinterpret_cast<uint2*>(p) = make_uint2(pack2<T>(a, b), pack2<T>(c, d));
 }
 
-template <typename T, int D, int MT>
-__global__ void __launch_bounds__(DecodeConfig<D, MT>::THREADS)
+template <typename T, int D, int MT, int S>
+__global__ void __launch_bounds__(DecodeConfig<D, MT, S>::THREADS)
     decode_attention_kernel(const DecodeAttentionArgs a, const SplitArgs sp) {
-  using C = DecodeConfig<D, MT>;
+  using C = DecodeConfig<D, MT, S>;
   extern __shared__ __align__(16) unsigned char smem[];
   T* stages = reinterpret_cast<T*>(smem);
   float* scratch = reinterpret_cast<float*>(smem + C::STAGES * C::STAGE_ELEMS * sizeof(T));

@@ -19,7 +19,8 @@ struct RowShape {
 // Forward 3 and 5).
 struct NormRopeForwardArgs {
   const void* x;           // [B, S, H, D]
-  const float* weight;     // [D], or null: no scale (v_norm)
+  const void* weight;      // [D] in x's dtype or fp32 (weight_fp32), or null: no scale (v_norm)
+  bool weight_fp32;
   const void* cos;         // [S, D] in x's dtype ([B, S, D] with per_token_rope), or null: no RoPE
   const void* sin;         // as cos, null with cos
   void* y;                 // [B, S, H, D], or [B, H, S, D] when transposed
@@ -31,7 +32,8 @@ struct NormRopeForwardArgs {
 
 struct NormRopeBackwardArgs {
   const void* x;              // the forward's x, weight, cos and sin
-  const float* weight;
+  const void* weight;
+  bool weight_fp32;
   const void* cos;
   const void* sin;
   const void* dy;             // laid out as the forward's y

@@ -43,7 +43,7 @@ void check_shape(const char* name, const Tensor& t, at::IntArrayRef expected) {
               expected);
 }
 
-// A norm weight [D] of any floating dtype; the kernels read it in fp32.
+// A norm weight [D] of any floating dtype; the kernels read it in x's dtype or in fp32 (kernel_weight).
 void check_norm_weight(const char* name, const Tensor& w, const Tensor& q) {
   TORCH_CHECK(w.defined(), "fused_qk_norm_rope: '", name, "' is undefined");
   TORCH_CHECK(w.device() == q.device(), "fused_qk_norm_rope: '", name, "' is on ", w.device(), ", q on ", q.device());
@@ -59,13 +59,35 @@ RowShape row_shape(const Tensor& x) {
   return shape;
 }
 
-const float* float_ptr(const Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
 const void* data_ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 void* mutable_ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
-// rope(rms(x) * weight) of contiguous x [B, S, H, D] (weight32 fp32 or undefined, cos/sin
+// The norm weight as the kernels read it: in x's dtype, or else in fp32 (exact for any floating
+// weight), so that a bf16 model's weight needs no conversion kernel per call.
+Tensor kernel_weight(const Tensor& weight, const Tensor& x) {
+  if (!weight.defined()) return weight;
+  return weight.scalar_type() == x.scalar_type() ? weight.contiguous() : weight.to(torch::kFloat32).contiguous();
+}
+
+// The fields the forward's and the backward's arguments share.
+template <typename Args>
+Args norm_rope_args(const Tensor& x, const Tensor& weight, const Tensor& cos, const Tensor& sin, double eps,
+                    bool transposed) {
+  Args args{};
+  args.x = x.data_ptr();
+  args.weight = data_ptr(weight);
+  args.weight_fp32 = weight.defined() && weight.scalar_type() == torch::kFloat32;
+  args.cos = data_ptr(cos);
+  args.sin = data_ptr(sin);
+  args.transposed = transposed;
+  args.eps = static_cast<float>(eps);
+  args.per_token_rope = cos.defined() && cos.dim() == 3;
+  return args;
+}
+
+// rope(rms(x) * weight) of contiguous x [B, S, H, D] (weight from kernel_weight, or undefined; cos/sin
 // undefined: no RoPE), in [B, H, S, D] when `transposed`; with `with_unscaled` also rms(x).
-variable_list launch_forward(const Tensor& x, const Tensor& weight32, const Tensor& cos, const Tensor& sin, double eps,
+variable_list launch_forward(const Tensor& x, const Tensor& weight, const Tensor& cos, const Tensor& sin, double eps,
                              bool transposed, bool with_unscaled) {
   const c10::cuda::CUDAGuard guard(x.device());
   const RowShape shape = row_shape(x);
@@ -73,15 +95,15 @@ variable_list launch_forward(const Tensor& x, const Tensor& weight32, const Tens
                                     : x.sizes().vec();
   const Tensor y = at::empty(out_shape, x.options());
   const Tensor y_unscaled = with_unscaled ? at::empty(out_shape, x.options()) : Tensor();
-  const NormRopeForwardArgs args{data_ptr(x),   float_ptr(weight32),     data_ptr(cos), data_ptr(sin),
-                                 y.data_ptr(), mutable_ptr(y_unscaled), transposed,    static_cast<float>(eps),
-                                 cos.defined() && cos.dim() == 3};
+  auto args = norm_rope_args<NormRopeForwardArgs>(x, weight, cos, sin, eps, transposed);
+  args.y = y.data_ptr();
+  args.y_unscaled = mutable_ptr(y_unscaled);
   C10_CUDA_CHECK(norm_rope_forward(kernel_dtype(x), shape, args, at::cuda::getCurrentCUDAStream(x.get_device())));
   return with_unscaled ? variable_list{y, y_unscaled} : variable_list{y};
 }
 
 // {dx, dweight in fp32} for launch_forward's output gradients; dweight only when weight_grad.
-std::pair<Tensor, Tensor> launch_backward(const Tensor& x, const Tensor& weight32, const Tensor& cos, const Tensor& sin,
+std::pair<Tensor, Tensor> launch_backward(const Tensor& x, const Tensor& weight, const Tensor& cos, const Tensor& sin,
                                           const Tensor& dy, const Tensor& dy_unscaled, double eps, bool transposed,
                                           bool weight_grad) {
   const c10::cuda::CUDAGuard guard(x.device());
@@ -93,17 +115,11 @@ std::pair<Tensor, Tensor> launch_backward(const Tensor& x, const Tensor& weight3
   const Tensor partial = weight_grad ? at::empty({norm_rope_backward_blocks(shape), shape.head_dim},
                                                  x.options().dtype(torch::kFloat32))
                                      : Tensor();
-  const NormRopeBackwardArgs args{data_ptr(x),
-                                  float_ptr(weight32),
-                                  data_ptr(cos),
-                                  data_ptr(sin),
-                                  data_ptr(dy_c),
-                                  data_ptr(dy_unscaled_c),
-                                  transposed,
-                                  static_cast<float>(eps),
-                                  mutable_ptr(dx),
-                                  weight_grad ? partial.data_ptr<float>() : nullptr,
-                                  cos.defined() && cos.dim() == 3};
+  auto args = norm_rope_args<NormRopeBackwardArgs>(x, weight, cos, sin, eps, transposed);
+  args.dy = data_ptr(dy_c);
+  args.dy_unscaled = data_ptr(dy_unscaled_c);
+  args.dx = mutable_ptr(dx);
+  args.dweight_partial = weight_grad ? partial.data_ptr<float>() : nullptr;
   C10_CUDA_CHECK(norm_rope_backward(kernel_dtype(x), shape, args, at::cuda::getCurrentCUDAStream(x.get_device())));
   // The per-block partial sums reduced in a fixed order: the weight gradient is deterministic.
   return {dx, weight_grad ? partial.sum(0) : Tensor()};
@@ -120,14 +136,14 @@ struct NormRope : torch::autograd::Function<NormRope> {
     ctx->saved_data["eps"] = eps;
     ctx->saved_data["transposed"] = transposed;
     ctx->saved_data["with_unscaled"] = with_unscaled;
-    return launch_forward(x_c, weight.to(torch::kFloat32).contiguous(), cos, sin, eps, transposed, with_unscaled);
+    return launch_forward(x_c, kernel_weight(weight, x_c), cos, sin, eps, transposed, with_unscaled);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const Tensor &x = saved[0], &weight = saved[1], &cos = saved[2], &sin = saved[3];
     const bool with_unscaled = ctx->saved_data["with_unscaled"].toBool();
-    auto [dx, dweight] = launch_backward(x, weight.to(torch::kFloat32).contiguous(), cos, sin, grads[0],
+    auto [dx, dweight] = launch_backward(x, kernel_weight(weight, x), cos, sin, grads[0],
                                          with_unscaled ? grads[1] : Tensor(), ctx->saved_data["eps"].toDouble(),
                                          ctx->saved_data["transposed"].toBool(), ctx->needs_input_grad(1));
     if (dweight.defined()) dweight = dweight.to(weight.scalar_type());

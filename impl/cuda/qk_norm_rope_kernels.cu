@@ -12,9 +12,18 @@
 // lane's chunks are loaded once into registers (4 x 8 floats at most) and serve every head, instead
 // of being re-read per (token, head) row. With fewer heads than rows per warp (MQA keys at small
 // head dims), the spare row slots idle.
+//
+// Bytes in flight. These kernels are bound by memory latency unless an SM keeps enough loads
+// outstanding: an H200 SM's share of the bandwidth (4.8 TB/s / 132) over a loaded DRAM latency of
+// about 1 us is about 36 KB, and a lane's one row (32 bytes; 16 warps an SM at 104-118 registers
+// a thread) is 16 KB: 58-70% of the copy ceiling, measured. Holding more rows in registers costs
+// more registers than it gains (measured: a second row in flight, no better). So each lane also
+// asks L2 for its share of the row kPrefetchGroups row groups ahead (prefetch.global.L2: no
+// register holds the data); the load that follows finds it there.
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "impl/cuda/elementwise_kernels.h"
 
@@ -25,6 +34,7 @@ using namespace kernels;
 
 constexpr int kWarps = 4;                     // warps per block (measured a little faster than 8)
 constexpr int kPairsPerLane = 8;              // at most, in each half of a row: one 16-byte bf16 vector
+constexpr int kPrefetchGroups = 4;            // row groups a warp asks L2 for ahead of its loads
 constexpr int64_t kMaxBackwardBlocks = 1024;  // bounds dweight_partial's rows
 
 // A lane's chunks of V pairs, at most.
@@ -86,10 +96,10 @@ __device__ inline RowOffsets row_offsets(int64_t token, int64_t head, const RowS
   return {row * shape.head_dim, out_row * shape.head_dim, int64_t{s} * shape.head_dim};
 }
 
-template <int V>
-__device__ inline void load_weight(const float* weight, int64_t d, float (&out)[V]) {
+template <typename W, int V>
+__device__ inline void load_weight(const W* weight, int64_t d, float (&out)[V]) {
   if (weight) {
-    load<float, V>(weight + d, out);
+    load<W, V>(weight + d, out);
   } else {
 #pragma unroll
     for (int j = 0; j < V; ++j) out[j] = 1.f;
@@ -119,30 +129,67 @@ struct RopeRow {
   }
 };
 
+__device__ inline void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
+// Asks L2 for the lane's share (chunks of V pairs) of the row at element offset `at` of `base`.
+template <typename T, int V>
+__device__ inline void prefetch_row(const T* base, int64_t at, int64_t half, const LanePlace& lane, int chunks) {
+#pragma unroll
+  for (int i = 0; i < kChunks<V>; ++i) {
+    const int c = lane.sub + lane.lanes * i;
+    if (c >= chunks) continue;
+    prefetch_l2(base + at + c * V);
+    prefetch_l2(base + at + half + c * V);
+  }
+}
+
+// The RoPE table's row of a token: [S, D] at its position, or [B, S, D] at the token itself.
+__device__ inline int64_t rope_offset(int64_t token, const RowShape& shape, bool per_token_rope) {
+  return per_token_rope ? token * shape.head_dim : row_offsets(token, 0, shape, false).rope;
+}
+
 // Calls row(rope, at, valid) for every (token, head) row this lane takes part in: the lane's warp
 // takes one token at a time and all its heads, so the token's RoPE entries are loaded once for
 // them. The loops are uniform over the warp, as the shuffles in `row` need; `valid` says whether
-// the lane's row slot holds a head, to guard its memory accesses.
+// the lane's row slot holds a head, to guard its memory accesses. Before each row it calls
+// prefetch(at) for the lane's row kPrefetchGroups row groups later in the warp's order (the same
+// token's heads, then the next token's), and prefetches that token's RoPE row when it starts one.
 // With per_token_rope the table is [B, S, D], one row per token (b * S + s), so a batch row's own
 // positions; otherwise [S, D], row s for every batch row.
-template <typename T, int V, typename Row>
+template <typename T, int V, typename Row, typename Prefetch>
 __device__ inline void for_each_row(const RowShape& shape, const LanePlace& lane, const T* cos, const T* sin,
-                                    bool transposed, bool per_token_rope, int chunks, const Row& row) {
+                                    bool transposed, bool per_token_rope, int chunks, const Row& row,
+                                    const Prefetch& prefetch) {
   const int64_t half = shape.head_dim / 2, tokens = num_tokens(shape);
+  // The prefetch cursor: kPrefetchGroups row groups ahead, advanced with the loop.
+  const int64_t groups = (shape.heads + lane.rows_per_warp - 1) / lane.rows_per_warp;  // per token
+  int64_t ahead_token = lane.first + kPrefetchGroups / groups * lane.stride;
+  int64_t ahead_group = kPrefetchGroups % groups;
   for (int64_t token = lane.first; token < tokens; token += lane.stride) {
-    const int64_t rope_at = per_token_rope ? token * shape.head_dim : row_offsets(token, 0, shape, false).rope;
-    const RopeRow<T, V> rope(cos, sin, rope_at, half, lane, chunks);
+    const RopeRow<T, V> rope(cos, sin, rope_offset(token, shape, per_token_rope), half, lane, chunks);
     for (int64_t head0 = 0; head0 < shape.heads; head0 += lane.rows_per_warp) {
-      const int64_t head = head0 + lane.slot;
+      const int64_t head = head0 + lane.slot, ahead_head = ahead_group * lane.rows_per_warp + lane.slot;
+      if (ahead_token < tokens && ahead_head < shape.heads) {
+        prefetch(row_offsets(ahead_token, ahead_head, shape, transposed));
+        if (ahead_group == 0 && cos) {
+          prefetch_row<T, V>(cos, rope_offset(ahead_token, shape, per_token_rope), half, lane, chunks);
+          prefetch_row<T, V>(sin, rope_offset(ahead_token, shape, per_token_rope), half, lane, chunks);
+        }
+      }
+      if (++ahead_group == groups) {
+        ahead_group = 0;
+        ahead_token += lane.stride;
+      }
       row(rope, row_offsets(token, head, shape, transposed), head < shape.heads);
     }
   }
 }
 
-template <typename T, int V>
+template <typename T, typename W, int V>
 __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape shape, NormRopeForwardArgs a) {
   constexpr int C = kChunks<V>;
   const T* x = static_cast<const T*>(a.x);
+  const W* weight = static_cast<const W*>(a.weight);
   const T* cos = static_cast<const T*>(a.cos);
   const T* sin = static_cast<const T*>(a.sin);
   T* y = static_cast<T*>(a.y);
@@ -171,8 +218,8 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
       if (!valid || c >= chunks) continue;
       const int64_t d = c * V;
       float w_lo[V], w_hi[V];
-      load_weight<V>(a.weight, d, w_lo);
-      load_weight<V>(a.weight, half + d, w_hi);
+      load_weight<W, V>(weight, d, w_lo);
+      load_weight<W, V>(weight, half + d, w_hi);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         lo[i][j] *= rstd;
@@ -200,7 +247,8 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
       store<T, V>(y + at.out + half + d, hi[i]);
     }
   };
-  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, a.per_token_rope, chunks, row);
+  auto prefetch = [&](const RowOffsets& at) { prefetch_row<T, V>(x, at.in, half, lane, chunks); };
+  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, a.per_token_rope, chunks, row, prefetch);
 }
 
 // With xhat = x * rstd, n = xhat * w and y = rope(n):
@@ -208,10 +256,11 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
 //   g = dn * w (+ dy_unscaled on K=V)               (the gradient w.r.t. xhat)
 //   dx = rstd * (g - xhat * mean(g * xhat))
 //   dw = sum over rows of dn * xhat
-template <typename T, int V>
+template <typename T, typename W, int V>
 __global__ void __launch_bounds__(kWarps * 32) norm_rope_backward_kernel(RowShape shape, NormRopeBackwardArgs a) {
   constexpr int C = kChunks<V>;
   const T* x = static_cast<const T*>(a.x);
+  const W* weight = static_cast<const W*>(a.weight);
   const T* cos = static_cast<const T*>(a.cos);
   const T* sin = static_cast<const T*>(a.sin);
   const T* dy = static_cast<const T*>(a.dy);
@@ -258,8 +307,8 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_backward_kernel(RowShap
       const int c = lane.sub + lane.lanes * i;
       if (!valid || c >= chunks) continue;
       float w_lo[V], w_hi[V];
-      load_weight<V>(a.weight, c * V, w_lo);
-      load_weight<V>(a.weight, half + c * V, w_hi);
+      load_weight<W, V>(weight, c * V, w_lo);
+      load_weight<W, V>(weight, half + c * V, w_hi);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         lo[i][j] *= rstd;
@@ -286,7 +335,12 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_backward_kernel(RowShap
       store<T, V>(dx + at.in + half + c * V, g_hi[i]);
     }
   };
-  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, a.per_token_rope, chunks, row);
+  auto prefetch = [&](const RowOffsets& at) {
+    prefetch_row<T, V>(x, at.in, half, lane, chunks);
+    prefetch_row<T, V>(dy, at.out, half, lane, chunks);
+    if (dy_unscaled) prefetch_row<T, V>(dy_unscaled, at.out, half, lane, chunks);
+  };
+  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, a.per_token_rope, chunks, row, prefetch);
 
   if (!a.dweight_partial) return;
   // dw summed in a fixed order: over the warp's row slots (shuffles), then over the block's warps
@@ -317,15 +371,34 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_backward_kernel(RowShap
 }
 
 // The widest vector (in elements, at most 16 bytes) that divides D/2 and to which every pointer
-// is aligned; the weight is fp32, the other pointers T.
+// is aligned (the weight's in its own dtype).
 template <typename T>
-int vector_width(int64_t half, const float* weight, std::initializer_list<const void*> pointers) {
+int vector_width(int64_t half, const void* weight, size_t weight_bytes, std::initializer_list<const void*> pointers) {
   for (int width = 16 / static_cast<int>(sizeof(T)); width > 1; width /= 2) {
-    bool ok = half % width == 0 && aligned(weight, width * sizeof(float));
+    bool ok = half % width == 0 && aligned(weight, width * weight_bytes);
     for (const void* p : pointers) ok = ok && aligned(p, width * sizeof(T));
     if (ok) return width;
   }
   return 1;
+}
+
+// Calls launch(T{}, W{}, integral_constant<V>) for x's dtype T, the weight's W (fp32 or T) and the
+// vector width.
+template <typename Launch>
+void with_types(DType dtype, bool weight_fp32, int64_t half, const void* weight,
+                std::initializer_list<const void*> pointers, Launch&& launch) {
+  with_dtype(dtype, [&](auto type) {
+    using T = decltype(type);
+    auto with_weight = [&](auto weight_type) {
+      using W = decltype(weight_type);
+      with_width<T>(vector_width<T>(half, weight, sizeof(W), pointers), [&](auto v) { launch(T{}, W{}, v); });
+    };
+    if (weight_fp32 || std::is_same_v<T, float>) {
+      with_weight(float{});
+    } else {
+      with_weight(T{});
+    }
+  });
 }
 
 }  // namespace
@@ -336,14 +409,11 @@ cudaError_t norm_rope_forward(DType dtype, const RowShape& shape, const NormRope
                               cudaStream_t stream) {
   const int64_t blocks = token_blocks(shape);
   if (blocks == 0) return cudaSuccess;
-  with_dtype(dtype, [&](auto type) {
-    using T = decltype(type);
-    const int width =
-        vector_width<T>(shape.head_dim / 2, args.weight, {args.x, args.cos, args.sin, args.y, args.y_unscaled});
-    with_width<T>(width, [&](auto v) {
-      norm_rope_forward_kernel<T, decltype(v)::value><<<blocks, kWarps * 32, 0, stream>>>(shape, args);
-    });
-  });
+  with_types(dtype, args.weight_fp32, shape.head_dim / 2, args.weight,
+             {args.x, args.cos, args.sin, args.y, args.y_unscaled}, [&](auto t, auto w, auto v) {
+               norm_rope_forward_kernel<decltype(t), decltype(w), decltype(v)::value>
+                   <<<blocks, kWarps * 32, 0, stream>>>(shape, args);
+             });
   return cudaGetLastError();
 }
 
@@ -352,14 +422,11 @@ cudaError_t norm_rope_backward(DType dtype, const RowShape& shape, const NormRop
   const int64_t blocks = backward_blocks(shape);
   if (blocks == 0) return cudaSuccess;
   const size_t shared = args.dweight_partial ? kWarps * shape.head_dim * sizeof(float) : 0;
-  with_dtype(dtype, [&](auto type) {
-    using T = decltype(type);
-    const int width = vector_width<T>(shape.head_dim / 2, args.weight,
-                                      {args.x, args.cos, args.sin, args.dy, args.dy_unscaled, args.dx});
-    with_width<T>(width, [&](auto v) {
-      norm_rope_backward_kernel<T, decltype(v)::value><<<blocks, kWarps * 32, shared, stream>>>(shape, args);
-    });
-  });
+  with_types(dtype, args.weight_fp32, shape.head_dim / 2, args.weight,
+             {args.x, args.cos, args.sin, args.dy, args.dy_unscaled, args.dx}, [&](auto t, auto w, auto v) {
+               norm_rope_backward_kernel<decltype(t), decltype(w), decltype(v)::value>
+                   <<<blocks, kWarps * 32, shared, stream>>>(shape, args);
+             });
   return cudaGetLastError();
 }
 
