@@ -1,0 +1,167 @@
+#pragma once
+// How the fused RMSNorm + RoPE kernels (qk_norm_rope_kernels.cu) walk their rows: which lanes hold
+// which elements of which (token, head) row, the per-token RoPE entries, and the L2 prefetch ahead
+// of the loads. The design, and why, is explained at the top of qk_norm_rope_kernels.cu.
+#include <algorithm>
+#include <cstdint>
+
+#include "impl/cuda/elementwise_kernels.h"
+
+namespace gemma4::impl::cuda::norm_rope {
+
+using namespace kernels;
+
+constexpr int kWarps = 4;                     // warps per block (measured a little faster than 8)
+constexpr int kPairsPerLane = 8;              // at most, in each half of a row: one 16-byte bf16 vector
+constexpr int kPrefetchGroups = 4;            // row groups a warp asks L2 for ahead of its loads
+constexpr int64_t kMaxBackwardBlocks = 1024;  // bounds dweight_partial's rows
+
+// A lane's chunks of V pairs, at most.
+template <int V>
+constexpr int kChunks = kPairsPerLane / V;
+
+// The fewest lanes (a power of two, at most 32) that hold the D/2 pairs of a row with at most
+// kPairsPerLane each; 32 lanes hold D = 512.
+__host__ __device__ inline int lanes_per_row(int64_t half) {
+  int lanes = 1;
+  while (lanes < 32 && lanes * kPairsPerLane < half) lanes *= 2;
+  return lanes;
+}
+
+// The sum over the aligned group of `lanes` lanes that shares a row.
+__device__ inline float group_sum(float v, int lanes) {
+  for (int offset = lanes / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__host__ __device__ inline int64_t num_tokens(const RowShape& s) { return s.batch * s.seq; }
+
+// Blocks that give each warp one token.
+inline int64_t token_blocks(const RowShape& shape) { return (num_tokens(shape) + kWarps - 1) / kWarps; }
+
+// The backward strides over the tokens with at most kMaxBackwardBlocks blocks, a number that
+// depends on the shape alone, so that its per-block weight-gradient sums (and their order) do too.
+inline int64_t backward_blocks(const RowShape& shape) { return std::min(token_blocks(shape), kMaxBackwardBlocks); }
+
+// A lane's place: its warp takes tokens from `first` in steps of `stride`, and of each token the
+// heads slot, slot + rows_per_warp, ...; the lane works on chunks c = sub, sub + lanes, ...
+struct LanePlace {
+  int lanes, rows_per_warp, slot, sub;
+  int64_t first, stride;
+
+  __device__ explicit LanePlace(int64_t half) : lanes(lanes_per_row(half)) {
+    const int lane = threadIdx.x % 32;
+    rows_per_warp = 32 / lanes;
+    slot = lane / lanes;
+    sub = lane % lanes;
+    first = int64_t{blockIdx.x} * kWarps + threadIdx.x / 32;
+    stride = int64_t{gridDim.x} * kWarps;
+  }
+};
+
+// Element offsets of row (token, head): in x [B, S, H, D], in the output layout, and of the
+// token's position in the [S, D] RoPE table.
+struct RowOffsets {
+  int64_t in, out, rope;
+};
+
+// The index math is 32-bit (the caller keeps the rows below 2^32): 64-bit division is slow on
+// the GPU and would cost as much as the row's arithmetic.
+__device__ inline RowOffsets row_offsets(int64_t token, int64_t head, const RowShape& shape, bool transposed) {
+  const uint32_t t = static_cast<uint32_t>(token), S = static_cast<uint32_t>(shape.seq);
+  const uint32_t s = t % S, b = t / S;
+  const int64_t row = token * shape.heads + head;
+  const int64_t out_row = transposed ? (int64_t{b} * shape.heads + head) * S + s : row;
+  return {row * shape.head_dim, out_row * shape.head_dim, int64_t{s} * shape.head_dim};
+}
+
+template <typename W, int V>
+__device__ inline void load_weight(const W* weight, int64_t d, float (&out)[V]) {
+  if (weight) {
+    load<W, V>(weight + d, out);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = 1.f;
+  }
+}
+
+// A lane's share of a row: chunks c = sub, sub + lanes, ... of V pairs, lo[i][j] for element
+// d = c * V + j and hi[i][j] for d + D/2.
+template <int V>
+using Pairs = float[kChunks<V>][V];
+
+// The RoPE table entries of the lane's chunks at one position: cos/sin of elements d (lo) and
+// d + D/2 (hi), loaded once per token.
+template <typename T, int V>
+struct RopeRow {
+  Pairs<V> cos_lo, cos_hi, sin_lo, sin_hi;
+  __device__ RopeRow(const T* cos, const T* sin, int64_t at, int64_t half, const LanePlace& lane, int chunks) {
+#pragma unroll
+    for (int i = 0; i < kChunks<V>; ++i) {
+      const int c = lane.sub + lane.lanes * i;
+      if (!cos || c >= chunks) continue;
+      load<T, V>(cos + at + c * V, cos_lo[i]);
+      load<T, V>(cos + at + half + c * V, cos_hi[i]);
+      load<T, V>(sin + at + c * V, sin_lo[i]);
+      load<T, V>(sin + at + half + c * V, sin_hi[i]);
+    }
+  }
+};
+
+__device__ inline void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
+// Asks L2 for the lane's share (chunks of V pairs) of the row at element offset `at` of `base`.
+template <typename T, int V>
+__device__ inline void prefetch_row(const T* base, int64_t at, int64_t half, const LanePlace& lane, int chunks) {
+#pragma unroll
+  for (int i = 0; i < kChunks<V>; ++i) {
+    const int c = lane.sub + lane.lanes * i;
+    if (c >= chunks) continue;
+    prefetch_l2(base + at + c * V);
+    prefetch_l2(base + at + half + c * V);
+  }
+}
+
+// The RoPE table's row of a token: [S, D] at its position, or [B, S, D] at the token itself.
+__device__ inline int64_t rope_offset(int64_t token, const RowShape& shape, bool per_token_rope) {
+  return per_token_rope ? token * shape.head_dim : row_offsets(token, 0, shape, false).rope;
+}
+
+// Calls row(rope, at, valid) for every (token, head) row this lane takes part in: the lane's warp
+// takes one token at a time and all its heads, so the token's RoPE entries are loaded once for
+// them. The loops are uniform over the warp, as the shuffles in `row` need; `valid` says whether
+// the lane's row slot holds a head, to guard its memory accesses. Before each row it calls
+// prefetch(at) for the lane's row kPrefetchGroups row groups later in the warp's order (the same
+// token's heads, then the next token's), and prefetches that token's RoPE row when it starts one.
+// With per_token_rope the table is [B, S, D], one row per token (b * S + s), so a batch row's own
+// positions; otherwise [S, D], row s for every batch row.
+template <typename T, int V, typename Row, typename Prefetch>
+__device__ inline void for_each_row(const RowShape& shape, const LanePlace& lane, const T* cos, const T* sin,
+                                    bool transposed, bool per_token_rope, int chunks, const Row& row,
+                                    const Prefetch& prefetch) {
+  const int64_t half = shape.head_dim / 2, tokens = num_tokens(shape);
+  // The prefetch cursor: kPrefetchGroups row groups ahead, advanced with the loop.
+  const int64_t groups = (shape.heads + lane.rows_per_warp - 1) / lane.rows_per_warp;  // per token
+  int64_t ahead_token = lane.first + kPrefetchGroups / groups * lane.stride;
+  int64_t ahead_group = kPrefetchGroups % groups;
+  for (int64_t token = lane.first; token < tokens; token += lane.stride) {
+    const RopeRow<T, V> rope(cos, sin, rope_offset(token, shape, per_token_rope), half, lane, chunks);
+    for (int64_t head0 = 0; head0 < shape.heads; head0 += lane.rows_per_warp) {
+      const int64_t head = head0 + lane.slot, ahead_head = ahead_group * lane.rows_per_warp + lane.slot;
+      if (ahead_token < tokens && ahead_head < shape.heads) {
+        prefetch(row_offsets(ahead_token, ahead_head, shape, transposed));
+        if (ahead_group == 0 && cos) {
+          prefetch_row<T, V>(cos, rope_offset(ahead_token, shape, per_token_rope), half, lane, chunks);
+          prefetch_row<T, V>(sin, rope_offset(ahead_token, shape, per_token_rope), half, lane, chunks);
+        }
+      }
+      if (++ahead_group == groups) {
+        ahead_group = 0;
+        ahead_token += lane.stride;
+      }
+      row(rope, row_offsets(token, head, shape, transposed), head < shape.heads);
+    }
+  }
+}
+
+}  // namespace gemma4::impl::cuda::norm_rope
