@@ -16,12 +16,9 @@
 // Bytes in flight. These kernels are bound by memory latency unless an SM keeps enough loads
 // outstanding: an H200 SM's share of the bandwidth (4.8 TB/s / 132) over a loaded DRAM latency of
 // about 1 us is about 36 KB, and a lane's one row (32 bytes; 16 warps an SM at 104-118 registers
-// a thread) is 16 KB: 58-70% of the copy ceiling, measured. Holding more rows in registers costs
-// more registers than it gains (measured: a second row in flight, no better). So each lane also
-// asks L2 for its share of the row kPrefetchGroups row groups ahead (prefetch.global.L2: no
-// register holds the data); the load that follows finds it there. With it (and the weight read in
-// its own dtype): forward 60-80% of copy on the H200, 69-86% on the H100 (bench/README.md), a few
-// points above the 58-72% before; what still limits it is in bench/README.md.
+// a thread) is 16 KB: 58-80% of the copy ceiling, measured (bench/README.md). Neither holding
+// more rows in registers (more registers than it gains) nor asking L2 for the rows ahead
+// (prefetch.global.L2: 6.4% slower at the H100's global shape) helped; both are described there.
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
@@ -98,8 +95,7 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
       store<T, V>(y + at.out + half + d, hi[i]);
     }
   };
-  auto prefetch = [&](const RowOffsets& at) { prefetch_row<T, V>(x, at.in, half, lane, chunks); };
-  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, a.per_token_rope, chunks, row, prefetch);
+  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, a.per_token_rope, chunks, row);
 }
 
 // With xhat = x * rstd, n = xhat * w and y = rope(n):
@@ -186,12 +182,7 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_backward_kernel(RowShap
       store<T, V>(dx + at.in + half + c * V, g_hi[i]);
     }
   };
-  auto prefetch = [&](const RowOffsets& at) {
-    prefetch_row<T, V>(x, at.in, half, lane, chunks);
-    prefetch_row<T, V>(dy, at.out, half, lane, chunks);
-    if (dy_unscaled) prefetch_row<T, V>(dy_unscaled, at.out, half, lane, chunks);
-  };
-  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, a.per_token_rope, chunks, row, prefetch);
+  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, a.per_token_rope, chunks, row);
 
   if (!a.dweight_partial) return;
   // dw summed in a fixed order: over the warp's row slots (shuffles), then over the block's warps

@@ -1,7 +1,6 @@
 #pragma once
 // How the fused RMSNorm + RoPE kernels (qk_norm_rope_kernels.cu) walk their rows: which lanes hold
-// which elements of which (token, head) row, the per-token RoPE entries, and the L2 prefetch ahead
-// of the loads. The design, and why, is explained at the top of qk_norm_rope_kernels.cu.
+// which elements of which (token, head) row, and the per-token RoPE entries. The design, and why, is explained at the top of qk_norm_rope_kernels.cu.
 #include <algorithm>
 #include <cstdint>
 
@@ -13,7 +12,6 @@ using namespace kernels;
 
 constexpr int kWarps = 4;                     // warps per block (measured a little faster than 8)
 constexpr int kPairsPerLane = 8;              // at most, in each half of a row: one 16-byte bf16 vector
-constexpr int kPrefetchGroups = 4;            // row groups a warp asks L2 for ahead of its loads
 constexpr int64_t kMaxBackwardBlocks = 1024;  // bounds dweight_partial's rows
 
 // A lane's chunks of V pairs, at most.
@@ -108,20 +106,6 @@ struct RopeRow {
   }
 };
 
-__device__ inline void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
-
-// Asks L2 for the lane's share (chunks of V pairs) of the row at element offset `at` of `base`.
-template <typename T, int V>
-__device__ inline void prefetch_row(const T* base, int64_t at, int64_t half, const LanePlace& lane, int chunks) {
-#pragma unroll
-  for (int i = 0; i < kChunks<V>; ++i) {
-    const int c = lane.sub + lane.lanes * i;
-    if (c >= chunks) continue;
-    prefetch_l2(base + at + c * V);
-    prefetch_l2(base + at + half + c * V);
-  }
-}
-
 // The RoPE table's row of a token: [S, D] at its position, or [B, S, D] at the token itself.
 __device__ inline int64_t rope_offset(int64_t token, const RowShape& shape, bool per_token_rope) {
   return per_token_rope ? token * shape.head_dim : row_offsets(token, 0, shape, false).rope;
@@ -130,35 +114,17 @@ __device__ inline int64_t rope_offset(int64_t token, const RowShape& shape, bool
 // Calls row(rope, at, valid) for every (token, head) row this lane takes part in: the lane's warp
 // takes one token at a time and all its heads, so the token's RoPE entries are loaded once for
 // them. The loops are uniform over the warp, as the shuffles in `row` need; `valid` says whether
-// the lane's row slot holds a head, to guard its memory accesses. Before each row it calls
-// prefetch(at) for the lane's row kPrefetchGroups row groups later in the warp's order (the same
-// token's heads, then the next token's), and prefetches that token's RoPE row when it starts one.
+// the lane's row slot holds a head, to guard its memory accesses.
 // With per_token_rope the table is [B, S, D], one row per token (b * S + s), so a batch row's own
 // positions; otherwise [S, D], row s for every batch row.
-template <typename T, int V, typename Row, typename Prefetch>
+template <typename T, int V, typename Row>
 __device__ inline void for_each_row(const RowShape& shape, const LanePlace& lane, const T* cos, const T* sin,
-                                    bool transposed, bool per_token_rope, int chunks, const Row& row,
-                                    const Prefetch& prefetch) {
+                                    bool transposed, bool per_token_rope, int chunks, const Row& row) {
   const int64_t half = shape.head_dim / 2, tokens = num_tokens(shape);
-  // The prefetch cursor: kPrefetchGroups row groups ahead, advanced with the loop.
-  const int64_t groups = (shape.heads + lane.rows_per_warp - 1) / lane.rows_per_warp;  // per token
-  int64_t ahead_token = lane.first + kPrefetchGroups / groups * lane.stride;
-  int64_t ahead_group = kPrefetchGroups % groups;
   for (int64_t token = lane.first; token < tokens; token += lane.stride) {
     const RopeRow<T, V> rope(cos, sin, rope_offset(token, shape, per_token_rope), half, lane, chunks);
     for (int64_t head0 = 0; head0 < shape.heads; head0 += lane.rows_per_warp) {
-      const int64_t head = head0 + lane.slot, ahead_head = ahead_group * lane.rows_per_warp + lane.slot;
-      if (ahead_token < tokens && ahead_head < shape.heads) {
-        prefetch(row_offsets(ahead_token, ahead_head, shape, transposed));
-        if (ahead_group == 0 && cos) {
-          prefetch_row<T, V>(cos, rope_offset(ahead_token, shape, per_token_rope), half, lane, chunks);
-          prefetch_row<T, V>(sin, rope_offset(ahead_token, shape, per_token_rope), half, lane, chunks);
-        }
-      }
-      if (++ahead_group == groups) {
-        ahead_group = 0;
-        ahead_token += lane.stride;
-      }
+      const int64_t head = head0 + lane.slot;
       row(rope, row_offsets(token, head, shape, transposed), head < shape.heads);
     }
   }
