@@ -44,6 +44,7 @@ struct DecodePlan {
   int splits = 1;
   int tiles_per_split = 0;
   int stages = 3;  // the kernel's pipeline stages: 3 or 4 (plan_decode_attention says when)
+  int prefetch = 0;  // key tiles a CTA prefetches into L2 beyond its stages
   size_t workspace_bytes = 0;
 };
 

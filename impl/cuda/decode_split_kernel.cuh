@@ -74,7 +74,14 @@ struct SplitArgs {
   float* m = nullptr;
   float* l = nullptr;
   int splits = 1, tiles_per_split = 0;
+  int prefetch = 0;  // key tiles fetched into L2 ahead of the tile a stage is loading (0: none)
 };
+
+// A bulk prefetch of `bytes` (a multiple of 16, 16-aligned) into L2, by the TMA unit: it holds no
+// load slot of the SM, whose own outstanding requests bound what one CTA has in flight.
+__device__ inline void prefetch_l2(const void* gmem, int bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(gmem), "r"(bytes) : "memory");
+}
 
 // 8 bytes, through L1 (cp.async.cg takes 16 only); invalid: zero-filled, nothing read.
 __device__ inline void cp_async8(void* smem, const void* gmem, bool valid) {
@@ -150,6 +157,24 @@ __global__ void __launch_bounds__(DecodeConfig<D, MT, S>::THREADS)
     next_row += C::TK;
     while (next_row >= a.rows) next_row -= a.rows;
   };
+  // The next tile not yet prefetched into L2, from tile STAGES - 1 on (the prologue loads the
+  // ones before it): its K and V rows, two runs where the ring wraps; one thread for K, one for V.
+  int pf_tile = C::STAGES - 1;
+  int64_t pf_key = a.first_key + int64_t(t0 + pf_tile) * C::TK, pf_row = pf_key % a.rows;
+  auto prefetch_next = [&]() {
+    if (pf_tile < n && (threadIdx.x == 0 || threadIdx.x == 32)) {
+      const int count = int(min(last - pf_key + 1, int64_t(C::TK)));
+      const int before_wrap = int(min(a.rows - pf_row, int64_t(count)));
+      const T* base = threadIdx.x == 0 ? kc : vc;
+      prefetch_l2(base + pf_row * D, before_wrap * D * int(sizeof(T)));
+      if (count > before_wrap) prefetch_l2(base, (count - before_wrap) * D * int(sizeof(T)));
+    }
+    ++pf_tile;
+    pf_key += C::TK;
+    pf_row += C::TK;
+    while (pf_row >= a.rows) pf_row -= a.rows;
+  };
+  for (int t = 0; t < sp.prefetch; ++t) prefetch_next();
 #pragma unroll
   for (int s = 0; s < C::STAGES - 1; ++s) {
     if (s < n) load(s);
@@ -192,6 +217,7 @@ __global__ void __launch_bounds__(DecodeConfig<D, MT, S>::THREADS)
     __syncthreads();  // tile i has landed for everyone, and everyone is done with tile i - 1's stage
     if (i + C::STAGES - 1 < n) load((i + C::STAGES - 1) % C::STAGES);
     cp_async_commit();
+    if (sp.prefetch > 0) prefetch_next();  // tile i + STAGES - 1 + prefetch
     const T* ks = stages + (i % C::STAGES) * C::STAGE_ELEMS + kg * 16 * C::PITCH + ds * C::DS;
     const T* vs = ks + C::TK * C::PITCH;
 
