@@ -187,11 +187,16 @@ bool decode_attention_supported(int head_dim, int q_heads, int kv_heads, int que
 // 4096 tiles 4 stages win or tie all but two cases, which they lose by 1.5% (E4B global, 32k B 1
 // and 4k B 8), and win by up to 14% (E4B sliding B 64: 31.4 us against 36.4, with no combining
 // kernel); above, they lose 7-17% (31B sliding B 64: 320 us against 275).
-// Prefetch: the 3-stage kernel also asks the TMA unit to fetch each CTA's next key tile into L2
-// beyond its stages. Measured on an H100 (all 24 bf16 cases, distance 0, 1, 2, 4 tiles): 1 tile
-// makes the large steps 2-6% faster (31B sliding B 64: 376 us against 391, 31B global 32k B 64:
-// 5712 against 5999) and leaves the rest within 1%; 2 and 4 tiles are slower (L2 and DRAM queues
-// fill with data needed later), and the 4-stage kernel (one CTA an SM) gains nothing from it.
+// Prefetch: the 3-stage kernel can also have the TMA unit fetch each CTA's next key tile into L2
+// beyond its stages. It depends on the GPU (all 24 bf16 cases, same runs as cuDNN's figures):
+//  - H100 (peak DRAM 3.35 TB/s, 25 GB/s an SM): 1 tile ahead makes the large steps 2-6% faster
+//    (31B sliding B 64: 376 us against 391, 31B global 32k B 64: 5712 against 5999) and leaves
+//    the rest within 1%; 2 and 4 tiles ahead are slower (4 tiles: 31B sliding B 64 613 us).
+//  - H200 (4.8 TB/s, 36 GB/s an SM): 1 tile ahead makes every 3-stage case 9-14% slower (31B
+//    sliding B 64: 312 us against 279, 31B global 32k B 1: 95.6 against 88.0).
+// So it is taken where the peak DRAM bandwidth per SM is below kPrefetchBelowGBps: a threshold
+// between the two GPUs measured, not a model; other GPUs are unmeasured.
+constexpr double kPrefetchBelowGBps = 30.0;
 constexpr int64_t kFewTiles = 4096;
 
 // Splits: the fewest CTA "tile-times" over the waves they make. A CTA of t tiles costs about t + 2
@@ -204,14 +209,17 @@ DecodePlan plan_decode_attention(AttentionDtype dtype, const DecodeAttentionArgs
   const int64_t pairs = int64_t(a.batch) * a.kv_heads;
   const int64_t tiles = tk == 0 ? 0 : (a.start + a.queries - a.first_key + tk - 1) / tk;
   plan.stages = pairs * tiles <= kFewTiles ? 4 : 3;
-  plan.prefetch = plan.stages == 3 ? 1 : 0;
+  int device = 0, sms = 1, memory_khz = 0, bus_bits = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  cudaDeviceGetAttribute(&memory_khz, cudaDevAttrMemoryClockRate, device);
+  cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device);
+  const double gbps_per_sm = 2.0 * memory_khz * 1e3 * (bus_bits / 8) / 1e9 / std::max(sms, 1);  // double data rate
+  plan.prefetch = plan.stages == 3 && gbps_per_sm > 0 && gbps_per_sm < kPrefetchBelowGBps ? 1 : 0;
   dispatch_decode(dtype, a.head_dim, rows, plan.stages, [&](auto type_tag, auto dim_tag, auto mt_tag, auto s_tag) {
     using T = decltype(type_tag);
     constexpr int D = decltype(dim_tag)::value, MT = decltype(mt_tag)::value, S = decltype(s_tag)::value;
     using C = DecodeConfig<D, MT, S>;
-    int device = 0, sms = 1;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     static_assert(C::TK * D == 8192, "a tile is 8192 elements at every head dim (decode_tile_keys)");
     const int64_t slots = int64_t(sms) * blocks_per_sm<T, D, MT, S>();
     int64_t best_cost = INT64_MAX;

@@ -22,8 +22,9 @@
 // share of bandwidth needs over the memory latency (4.8 TB/s / 132 SMs x ~1 us, about 36 KB); the
 // second CTA hides the first's per-tile chain. Small steps, whose CTAs have few tiles each, take
 // four stages and one CTA an SM instead (plan_decode_attention: when, and the measurements).
-// The 3-stage kernel also has the TMA unit prefetch the tile after its stages into L2 (a hint:
-// nothing reads what it fetches but the cp.async of that tile, so it cannot change a result).
+// The 3-stage kernel can also have the TMA unit prefetch the tile after its stages into L2, on GPUs
+// where that helps (plan_decode_attention); a hint: nothing reads what it fetches but the cp.async
+// of that tile, so it cannot change a result.
 // Each key group keeps its own online-softmax state; the groups are merged once, at the end.
 // Key tiles are counted from the oldest key the first query may see, so tiles outside the sliding
 // window are never read; the mask (window, causal order, padding) applies inside the rest.

@@ -10,18 +10,11 @@
 //             the mask on band-edge tiles only, dS^T = P^T (dP^T - delta); then dV += P^T dO and
 //             dK += dS^T Q, kept in registers and written once.
 // lse comes from the forward, delta = rowsum(dO * O) from launch_attention_delta (below).
+#include "impl/cuda/hopper_backward_launch.cuh"
 #include "impl/cuda/hopper_backward_tiles.cuh"
-#include "impl/cuda/hopper_forward_tiles.cuh"
 
 namespace gemma4::impl::cuda::hopper {
 namespace {
-
-template <typename TmaQ, typename TmaKV>
-struct BackwardParams {
-  AttentionBackwardArgs args;
-  TmaQ tma_q, tma_dout;
-  TmaKV tma_k, tma_v;
-};
 
 // Named barriers (beyond CUTLASS's reserved ones) among the two consumer warpgroups.
 constexpr uint32_t kPdsWrittenBarrier = 0;
@@ -214,20 +207,9 @@ template <typename T, int D>
 void launch(const AttentionBackwardArgs& a, cudaStream_t stream) {
   using Tiles = BackwardTiles<T, D>;
   const AttentionShape& s = a.shape;
-  auto q_tile = take<0, 2>(typename Tiles::SmemLayoutQ{});
-  auto kv_tile = take<0, 2>(typename Tiles::SmemLayoutKV{});
-  auto tma_q = make_tma_copy(SM90_TMA_LOAD{}, query_tensor<Tiles>(a.q, s), q_tile);
-  auto tma_dout = make_tma_copy(SM90_TMA_LOAD{}, query_tensor<Tiles>(a.dout, s), q_tile);
-  auto tma_k = make_tma_copy(SM90_TMA_LOAD{}, key_tensor<Tiles>(a.k, s), kv_tile);
-  auto tma_v = make_tma_copy(SM90_TMA_LOAD{}, key_tensor<Tiles>(a.v, s), kv_tile);
-  using Params = BackwardParams<decltype(tma_q), decltype(tma_k)>;
-  const Params params{a, tma_q, tma_dout, tma_k, tma_v};
-  constexpr int bytes = int(sizeof(typename Tiles::SharedStorage));
-  static_assert(bytes <= kMaxSharedBytes, "backward tiles exceed shared memory");
-  auto kernel = hopper_backward_kernel<Tiles, Params>;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  auto params = make_backward_params<Tiles, typename Tiles::SmemLayoutKV>(a);
   const dim3 grid(s.kv_heads, (s.seq + Tiles::kBlockN - 1) / Tiles::kBlockN, s.batch);
-  kernel<<<grid, Tiles::kThreads, bytes, stream>>>(params);
+  launch_with_shared_storage<Tiles>(hopper_backward_kernel<Tiles, decltype(params)>, grid, params, stream);
 }
 
 // delta[b, h, i] = sum_d dO[b, i, h, d] O[b, i, h, d] in fp32: one warp a row, 16 bytes (8

@@ -17,17 +17,11 @@
 //  - sdS is written (by consumer 1) only after the P-written barrier of step i + 1, which consumer
 //    0 reaches only after that same S, hence after its own dK^T product of step i completed.
 //  - Q and dO themselves are overwritten by TMA only after every consumer thread released them.
+#include "impl/cuda/hopper_backward_launch.cuh"
 #include "impl/cuda/hopper_dkdv512_tiles.cuh"
 
 namespace gemma4::impl::cuda::hopper {
 namespace {
-
-template <typename TmaQ, typename TmaKV>
-struct DkdvParams {
-  AttentionBackwardArgs args;
-  TmaQ tma_q, tma_dout;
-  TmaKV tma_k, tma_v;
-};
 
 // Named barriers (beyond CUTLASS's reserved ones): the two between the consumers of one step,
 // and one per consumer warpgroup for its epilogue's staging.
@@ -266,20 +260,9 @@ template <typename T>
 void launch(const AttentionBackwardArgs& a, cudaStream_t stream) {
   using Tiles = Dkdv512Tiles<T>;
   const AttentionShape& s = a.shape;
-  auto q_tile = take<0, 2>(typename Tiles::SmemLayoutQ{});
-  auto kv_tile = take<0, 2>(typename Tiles::SmemLayoutKV{});
-  auto tma_q = make_tma_copy(SM90_TMA_LOAD{}, query_tensor<Tiles>(a.q, s), q_tile);
-  auto tma_dout = make_tma_copy(SM90_TMA_LOAD{}, query_tensor<Tiles>(a.dout, s), q_tile);
-  auto tma_k = make_tma_copy(SM90_TMA_LOAD{}, key_tensor<Tiles>(a.k, s), kv_tile);
-  auto tma_v = make_tma_copy(SM90_TMA_LOAD{}, key_tensor<Tiles>(a.v, s), kv_tile);
-  using Params = DkdvParams<decltype(tma_q), decltype(tma_k)>;
-  const Params params{a, tma_q, tma_dout, tma_k, tma_v};
-  constexpr int bytes = int(sizeof(typename Tiles::SharedStorage));
-  static_assert(bytes <= kMaxSharedBytes, "dK/dV tiles exceed shared memory");
-  auto kernel = hopper_dkdv512_kernel<Tiles, Params>;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  auto params = make_backward_params<Tiles, typename Tiles::SmemLayoutKV>(a);
   const dim3 grid(s.kv_heads, (s.seq + Tiles::kBlockN - 1) / Tiles::kBlockN, s.batch);
-  kernel<<<grid, Tiles::kThreads, bytes, stream>>>(params);
+  launch_with_shared_storage<Tiles>(hopper_dkdv512_kernel<Tiles, decltype(params)>, grid, params, stream);
 }
 
 }  // namespace

@@ -8,17 +8,11 @@
 //             dQ += dS K (wgmma, dS from registers); dQ stays in registers and is written once.
 // dK and dV come from the key-major pass (hopper_attention_backward.cu, and for head dim 512
 // hopper_attention_dkdv512.cu). Nothing is added in memory: both passes are deterministic.
+#include "impl/cuda/hopper_backward_launch.cuh"
 #include "impl/cuda/hopper_dq_tiles.cuh"
 
 namespace gemma4::impl::cuda::hopper {
 namespace {
-
-template <typename TmaQ, typename TmaKV>
-struct DqParams {
-  AttentionBackwardArgs args;
-  TmaQ tma_q, tma_dout;
-  TmaKV tma_k, tma_v;
-};
 
 // Named barrier (beyond CUTLASS's reserved ones) of the D split's swap.
 constexpr uint32_t kSwapBarrier = 0;
@@ -228,20 +222,9 @@ template <typename T, int D>
 void launch(const AttentionBackwardArgs& a, cudaStream_t stream) {
   using Tiles = DqTiles<T, D>;
   const AttentionShape& s = a.shape;
-  auto q_tile = take<0, 2>(typename Tiles::SmemLayoutQ{});
-  auto kv_tile = take<0, 2>(typename Tiles::SmemLayoutV{});
-  auto tma_q = make_tma_copy(SM90_TMA_LOAD{}, query_tensor<Tiles>(a.q, s), q_tile);
-  auto tma_dout = make_tma_copy(SM90_TMA_LOAD{}, query_tensor<Tiles>(a.dout, s), q_tile);
-  auto tma_k = make_tma_copy(SM90_TMA_LOAD{}, key_tensor<Tiles>(a.k, s), kv_tile);
-  auto tma_v = make_tma_copy(SM90_TMA_LOAD{}, key_tensor<Tiles>(a.v, s), kv_tile);
-  using Params = DqParams<decltype(tma_q), decltype(tma_k)>;
-  const Params params{a, tma_q, tma_dout, tma_k, tma_v};
-  constexpr int bytes = int(sizeof(typename Tiles::SharedStorage));
-  static_assert(bytes <= kMaxSharedBytes, "dQ tiles exceed shared memory");
-  auto kernel = hopper_dq_kernel<Tiles, Params>;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  auto params = make_backward_params<Tiles, typename Tiles::SmemLayoutV>(a);
   const dim3 grid((s.seq + Tiles::kBlockM - 1) / Tiles::kBlockM, s.q_heads, s.batch);
-  kernel<<<grid, Tiles::kThreads, bytes, stream>>>(params);
+  launch_with_shared_storage<Tiles>(hopper_dq_kernel<Tiles, decltype(params)>, grid, params, stream);
 }
 
 }  // namespace

@@ -281,15 +281,12 @@ void launch(const AttentionForwardArgs& a, cudaStream_t stream) {
   const int query_blocks = (s.seq + Tiles::kBlockM - 1) / Tiles::kBlockM;
   const int tile_count = query_blocks * s.q_heads * s.batch;  // fits: launch_attention_forward checks
   const Params params{a, tma_q, tma_k, tma_v, query_blocks, tile_count};
-  constexpr int bytes = int(sizeof(typename Tiles::SharedStorage));
-  static_assert(bytes <= kMaxSharedBytes, "forward tiles exceed shared memory");
-  auto kernel = hopper_forward_kernel<Tiles, Params>;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   // One CTA per SM (the shared memory allows no second), or fewer when there are fewer tiles.
   int device = 0, sms = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  kernel<<<std::min(tile_count, sms), Tiles::kThreads, bytes, stream>>>(params);
+  const dim3 grid(std::min(tile_count, sms));
+  launch_with_shared_storage<Tiles>(hopper_forward_kernel<Tiles, Params>, grid, params, stream);
 }
 
 }  // namespace

@@ -116,4 +116,14 @@ __device__ inline void store_pair(__half* p, float a, float b) {
   *reinterpret_cast<__half2*>(p) = __floats2half2_rn(a, b);
 }
 
+// `kernel` on `grid` with Tiles::kThreads threads and Tiles::SharedStorage as its dynamic shared
+// memory (opted in on every launch: the attribute is per kernel and cheap to set).
+template <typename Tiles, typename Params>
+void launch_with_shared_storage(void (*kernel)(Params), dim3 grid, const Params& params, cudaStream_t stream) {
+  constexpr int bytes = int(sizeof(typename Tiles::SharedStorage));
+  static_assert(bytes <= kMaxSharedBytes, "the kernel's tiles exceed shared memory");
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  kernel<<<grid, Tiles::kThreads, bytes, stream>>>(params);
+}
+
 }  // namespace gemma4::impl::cuda::hopper
