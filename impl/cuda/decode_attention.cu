@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "impl/cuda/decode_attention_kernels.h"
 #include "impl/cuda/decode_split_kernel.cuh"
@@ -199,6 +200,26 @@ bool decode_attention_supported(int head_dim, int q_heads, int kv_heads, int que
 constexpr double kPrefetchBelowGBps = 30.0;
 constexpr int64_t kFewTiles = 4096;
 
+// Peak DRAM bandwidth per SM in GB/s (double data rate x bus width x memory clock), per device,
+// read once: the memory clock attribute takes about half a millisecond to query on an H200.
+static double peak_dram_gbps_per_sm(int device) {
+  static const std::vector<double> per_device = [] {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+    std::vector<double> v(size_t(std::max(count, 0)), 0.0);
+    for (int d = 0; d < count; ++d) {
+      int sms = 0, memory_khz = 0, bus_bits = 0;
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d);
+      cudaDeviceGetAttribute(&memory_khz, cudaDevAttrMemoryClockRate, d);
+      cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, d);
+      if (sms > 0) v[size_t(d)] = 2.0 * memory_khz * 1e3 * (bus_bits / 8) / 1e9 / sms;
+    }
+    (void)cudaGetLastError();  // a failed query leaves 0: no prefetch
+    return v;
+  }();
+  return device >= 0 && size_t(device) < per_device.size() ? per_device[size_t(device)] : 0.0;
+}
+
 // Splits: the fewest CTA "tile-times" over the waves they make. A CTA of t tiles costs about t + 2
 // (its pipeline's fill and its epilogue), a wave is every SM's CTAs, and a second kernel costs
 // about 2 more; so long caches of few (batch, kv head) pairs split wide, many pairs do not split.
@@ -209,12 +230,10 @@ DecodePlan plan_decode_attention(AttentionDtype dtype, const DecodeAttentionArgs
   const int64_t pairs = int64_t(a.batch) * a.kv_heads;
   const int64_t tiles = tk == 0 ? 0 : (a.start + a.queries - a.first_key + tk - 1) / tk;
   plan.stages = pairs * tiles <= kFewTiles ? 4 : 3;
-  int device = 0, sms = 1, memory_khz = 0, bus_bits = 0;
+  int device = 0, sms = 1;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  cudaDeviceGetAttribute(&memory_khz, cudaDevAttrMemoryClockRate, device);
-  cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device);
-  const double gbps_per_sm = 2.0 * memory_khz * 1e3 * (bus_bits / 8) / 1e9 / std::max(sms, 1);  // double data rate
+  const double gbps_per_sm = peak_dram_gbps_per_sm(device);
   plan.prefetch = plan.stages == 3 && gbps_per_sm > 0 && gbps_per_sm < kPrefetchBelowGBps ? 1 : 0;
   dispatch_decode(dtype, a.head_dim, rows, plan.stages, [&](auto type_tag, auto dim_tag, auto mt_tag, auto s_tag) {
     using T = decltype(type_tag);
