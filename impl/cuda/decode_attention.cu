@@ -209,12 +209,15 @@ static double peak_dram_gbps_per_sm(int device) {
     std::vector<double> v(size_t(std::max(count, 0)), 0.0);
     for (int d = 0; d < count; ++d) {
       int sms = 0, memory_khz = 0, bus_bits = 0;
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d);
-      cudaDeviceGetAttribute(&memory_khz, cudaDevAttrMemoryClockRate, d);
-      cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, d);
-      if (sms > 0) v[size_t(d)] = 2.0 * memory_khz * 1e3 * (bus_bits / 8) / 1e9 / sms;
+      const bool read = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d) == cudaSuccess &&
+                        cudaDeviceGetAttribute(&memory_khz, cudaDevAttrMemoryClockRate, d) == cudaSuccess &&
+                        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, d) == cudaSuccess;
+      if (!read) {
+        (void)cudaGetLastError();  // this query's own error (not one of the caller's): 0, no prefetch
+      } else if (sms > 0) {
+        v[size_t(d)] = 2.0 * memory_khz * 1e3 * (bus_bits / 8) / 1e9 / sms;
+      }
     }
-    (void)cudaGetLastError();  // a failed query leaves 0: no prefetch
     return v;
   }();
   return device >= 0 && size_t(device) < per_device.size() ? per_device[size_t(device)] : 0.0;
