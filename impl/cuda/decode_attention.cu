@@ -176,7 +176,7 @@ void launch_combine(const DecodeAttentionArgs& a, const SplitArgs& sp, int rows,
 }  // namespace
 
 bool decode_attention_supported(int head_dim, int q_heads, int kv_heads, int queries) {
-  const bool dim = head_dim == 64 || head_dim == 128 || head_dim == 256 || head_dim == 512;
+  const bool dim = decode_tile_keys(head_dim) != 0;  // the head dims built
   return dim && kv_heads > 0 && q_heads % kv_heads == 0 && queries >= 1 && queries <= kMaxDecodeQueries &&
          q_heads / kv_heads * queries <= kMaxDecodeRows;
 }
@@ -200,27 +200,32 @@ bool decode_attention_supported(int head_dim, int q_heads, int kv_heads, int que
 constexpr double kPrefetchBelowGBps = 30.0;
 constexpr int64_t kFewTiles = 4096;
 
-// Peak DRAM bandwidth per SM in GB/s (double data rate x bus width x memory clock), per device,
-// read once: the memory clock attribute takes about half a millisecond to query on an H200.
-static double peak_dram_gbps_per_sm(int device) {
-  static const std::vector<double> per_device = [] {
+// What the plan needs of a device: its SMs and peak DRAM bandwidth per SM in GB/s (double data
+// rate x bus width x memory clock). Read once per device: the memory clock attribute takes about
+// half a millisecond to query on an H200.
+struct DeviceFacts {
+  int sms = 1;
+  double gbps_per_sm = 0.0;  // 0: unknown (no prefetch)
+};
+static DeviceFacts device_facts(int device) {
+  static const std::vector<DeviceFacts> per_device = [] {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
-    std::vector<double> v(size_t(std::max(count, 0)), 0.0);
+    std::vector<DeviceFacts> v(size_t(std::max(count, 0)));
     for (int d = 0; d < count; ++d) {
       int sms = 0, memory_khz = 0, bus_bits = 0;
       const bool read = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d) == cudaSuccess &&
                         cudaDeviceGetAttribute(&memory_khz, cudaDevAttrMemoryClockRate, d) == cudaSuccess &&
                         cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, d) == cudaSuccess;
       if (!read) {
-        (void)cudaGetLastError();  // this query's own error (not one of the caller's): 0, no prefetch
+        (void)cudaGetLastError();  // this query's own error (not one of the caller's)
       } else if (sms > 0) {
-        v[size_t(d)] = 2.0 * memory_khz * 1e3 * (bus_bits / 8) / 1e9 / sms;
+        v[size_t(d)] = {sms, 2.0 * memory_khz * 1e3 * (bus_bits / 8) / 1e9 / sms};
       }
     }
     return v;
   }();
-  return device >= 0 && size_t(device) < per_device.size() ? per_device[size_t(device)] : 0.0;
+  return device >= 0 && size_t(device) < per_device.size() ? per_device[size_t(device)] : DeviceFacts{};
 }
 
 // Splits: the fewest CTA "tile-times" over the waves they make. A CTA of t tiles costs about t + 2
@@ -233,17 +238,16 @@ DecodePlan plan_decode_attention(AttentionDtype dtype, const DecodeAttentionArgs
   const int64_t pairs = int64_t(a.batch) * a.kv_heads;
   const int64_t tiles = tk == 0 ? 0 : (a.start + a.queries - a.first_key + tk - 1) / tk;
   plan.stages = pairs * tiles <= kFewTiles ? 4 : 3;
-  int device = 0, sms = 1;
+  int device = 0;
   cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  const double gbps_per_sm = peak_dram_gbps_per_sm(device);
-  plan.prefetch = plan.stages == 3 && gbps_per_sm > 0 && gbps_per_sm < kPrefetchBelowGBps ? 1 : 0;
+  const DeviceFacts facts = device_facts(device);
+  plan.prefetch = plan.stages == 3 && facts.gbps_per_sm > 0 && facts.gbps_per_sm < kPrefetchBelowGBps ? 1 : 0;
   dispatch_decode(dtype, a.head_dim, rows, plan.stages, [&](auto type_tag, auto dim_tag, auto mt_tag, auto s_tag) {
     using T = decltype(type_tag);
     constexpr int D = decltype(dim_tag)::value, MT = decltype(mt_tag)::value, S = decltype(s_tag)::value;
     using C = DecodeConfig<D, MT, S>;
     static_assert(C::TK * D == 8192, "a tile is 8192 elements at every head dim (decode_tile_keys)");
-    const int64_t slots = int64_t(sms) * blocks_per_sm<T, D, MT, S>();
+    const int64_t slots = int64_t(facts.sms) * blocks_per_sm<T, D, MT, S>();
     int64_t best_cost = INT64_MAX;
     for (int64_t s = 1; s <= std::min<int64_t>(tiles, 4096); ++s) {
       const int64_t per = (tiles + s - 1) / s;

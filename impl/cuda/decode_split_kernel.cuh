@@ -34,6 +34,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include <cute/arch/copy_sm90_tma.hpp>
+
 #include "impl/cuda/attention_common.cuh"
 #include "impl/cuda/attention_tile.cuh"
 #include "impl/cuda/decode_attention_kernels.h"
@@ -80,11 +82,9 @@ struct SplitArgs {
   int prefetch = 0;  // key tiles fetched into L2 ahead of the tile a stage is loading (0: none)
 };
 
-// A bulk prefetch of `bytes` (a multiple of 16, 16-aligned) into L2, by the TMA unit: it holds no
-// load slot of the SM, whose own outstanding requests bound what one CTA has in flight.
-__device__ inline void prefetch_l2(const void* gmem, int bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(gmem), "r"(bytes) : "memory");
-}
+// A bulk prefetch into L2 by the TMA unit (16-aligned, a multiple of 16 bytes): it holds no load
+// slot of the SM, whose own outstanding requests bound what one CTA has in flight.
+using PrefetchL2 = cute::SM90_BULK_COPY_G2S::PREFETCH;
 
 // 8 bytes, through L1 (cp.async.cg takes 16 only); invalid: zero-filled, nothing read.
 __device__ inline void cp_async8(void* smem, const void* gmem, bool valid) {
@@ -132,6 +132,11 @@ __global__ void __launch_bounds__(DecodeConfig<D, MT, S>::THREADS)
   // 64-bit modulo per tile). Per 16-byte chunk: one bound and one wrap test (a ring's valid rows
   // wrap at most once: the keys a step sees fit the ring).
   int64_t next_key = a.first_key + int64_t(t0) * C::TK, next_row = next_key % a.rows;
+  auto advance = [&](int64_t& key, int64_t& row) {  // to the next tile: key index and cache row
+    key += C::TK;
+    row += C::TK;
+    while (row >= a.rows) row -= a.rows;
+  };
   auto load = [&](int stage) {
     constexpr int kChunks = D / 8;
     const int valid_rows = int(min(last - next_key + 1, int64_t(C::TK)));
@@ -156,9 +161,7 @@ __global__ void __launch_bounds__(DecodeConfig<D, MT, S>::THREADS)
       const bool valid = int(threadIdx.x) < valid_rows;
       cp_async8(pads + stage * C::TK + threadIdx.x, pad + (valid ? next_key + threadIdx.x : 0), valid);
     }
-    next_key += C::TK;
-    next_row += C::TK;
-    while (next_row >= a.rows) next_row -= a.rows;
+    advance(next_key, next_row);
   };
   // The next tile not yet prefetched into L2, from tile STAGES - 1 on (the prologue loads the
   // ones before it): its K and V rows, two runs where the ring wraps; one thread for K, one for V.
@@ -169,13 +172,11 @@ __global__ void __launch_bounds__(DecodeConfig<D, MT, S>::THREADS)
       const int count = int(min(last - pf_key + 1, int64_t(C::TK)));
       const int before_wrap = int(min(a.rows - pf_row, int64_t(count)));
       const T* base = threadIdx.x == 0 ? kc : vc;
-      prefetch_l2(base + pf_row * D, before_wrap * D * int(sizeof(T)));
-      if (count > before_wrap) prefetch_l2(base, (count - before_wrap) * D * int(sizeof(T)));
+      PrefetchL2::copy(base + pf_row * D, before_wrap * D * int(sizeof(T)));
+      if (count > before_wrap) PrefetchL2::copy(base, (count - before_wrap) * D * int(sizeof(T)));
     }
     ++pf_tile;
-    pf_key += C::TK;
-    pf_row += C::TK;
-    while (pf_row >= a.rows) pf_row -= a.rows;
+    advance(pf_key, pf_row);
   };
   for (int t = 0; t < sp.prefetch; ++t) prefetch_next();
 #pragma unroll
