@@ -137,23 +137,36 @@ __global__ void __launch_bounds__(DecodeConfig<D, MT, S>::THREADS)
     row += C::TK;
     while (row >= a.rows) row -= a.rows;
   };
+  // A thread copies the same column of rows r0, r0 + kRowStep, ...: its offsets into the stage and
+  // the cache differ by constants from one copy to the next.
+  constexpr int kChunks = D / 8, kRowStep = C::THREADS / kChunks;
+  static_assert(C::THREADS % kChunks == 0, "a thread keeps one column of the tile");
+  const int r0 = threadIdx.x / kChunks, col0 = (threadIdx.x % kChunks) * 8;
   auto load = [&](int stage) {
-    constexpr int kChunks = D / 8;
     const int valid_rows = int(min(last - next_key + 1, int64_t(C::TK)));
     const int wrap = int(min(a.rows - next_row, int64_t(C::TK)));  // rows from here on wrap to row 0
-    const T* kt = kc + next_row * D;
-    const T* vt = vc + next_row * D;
-    const int64_t back = a.rows * D;
-    T* ks = stages + stage * C::STAGE_ELEMS;
+    const T* kt = kc + next_row * D + r0 * D + col0;
+    const T* vt = vc + next_row * D + r0 * D + col0;
+    T* ks = stages + stage * C::STAGE_ELEMS + r0 * C::PITCH + col0;
     T* vs = ks + C::TK * C::PITCH;
+    if (valid_rows == C::TK && wrap == C::TK) {
+      // Almost every tile: all its keys are before the last query and none wraps, so no copy needs
+      // a bound or a wrap test (on the H100 this loop is issue-bound; the tests were 4/5 of the load).
 #pragma unroll
-    for (int it = 0; it < C::TK * kChunks / C::THREADS; ++it) {
-      const int ch = threadIdx.x + it * C::THREADS;
-      const int r = ch / kChunks, col = (ch % kChunks) * 8;
-      const bool valid = r < valid_rows;
-      const int64_t offset = valid ? r * D + col - (r >= wrap ? back : 0) : -next_row * D;
-      cp_async16(ks + r * C::PITCH + col, kt + offset, valid);
-      cp_async16(vs + r * C::PITCH + col, vt + offset, valid);
+      for (int it = 0; it < C::TK / kRowStep; ++it) {
+        cp_async16(ks + it * kRowStep * C::PITCH, kt + it * kRowStep * D, true);
+        cp_async16(vs + it * kRowStep * C::PITCH, vt + it * kRowStep * D, true);
+      }
+    } else {
+      const int64_t back = a.rows * D;
+#pragma unroll
+      for (int it = 0; it < C::TK / kRowStep; ++it) {
+        const int r = r0 + it * kRowStep;
+        const bool valid = r < valid_rows;
+        const int64_t offset = valid ? it * kRowStep * D - (r >= wrap ? back : 0) : -(next_row + r0) * D - col0;
+        cp_async16(ks + it * kRowStep * C::PITCH, kt + offset, valid);
+        cp_async16(vs + it * kRowStep * C::PITCH, vt + offset, valid);
+      }
     }
     // The keys' padding rides in the same stage: read in the loop, it would be a DRAM miss on the
     // critical path of every tile.
@@ -189,29 +202,29 @@ __global__ void __launch_bounds__(DecodeConfig<D, MT, S>::THREADS)
 
   // Row r of the CTA is query r / G of head kvh * G + r % G. This warp's Q slice as A fragments,
   // loaded while the first tiles are on their way.
-  const T* q = static_cast<const T*>(a.q);
-  uint32_t qf[C::DS / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < C::DS / 16; ++kk)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int row = mt * 16 + lane / 4 + (r & 1) * 8;
-      const int col = ds * C::DS + kk * 16 + 2 * (lane % 4) + (r >> 1) * 8;
-      qf[kk][r] = 0;
-      if (row < R) {
-        const int64_t token = int64_t(b) * a.queries + row / G;
-        qf[kk][r] = *reinterpret_cast<const uint32_t*>(q + (token * a.q_heads + kvh * G + row % G) * D + col);
-      }
-    }
-
+  // A lane's fragments come from two rows (lane / 4 and lane / 4 + 8 of its 16): one pointer each,
+  // computed once (a division by G per fragment was most of the prologue's instructions).
   bool live[2];
   int64_t query[2];
+  const T* q_row[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = mt * 16 + lane / 4 + half * 8;
     live[half] = row < R;
+    const int64_t token = int64_t(b) * a.queries + (live[half] ? row / G : 0);
     query[half] = a.start + (live[half] ? row / G : 0);
+    q_row[half] = static_cast<const T*>(a.q) + (token * a.q_heads + kvh * G + (live[half] ? row % G : 0)) * D +
+                  ds * C::DS + 2 * (lane % 4);
   }
+  uint32_t qf[C::DS / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < C::DS / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      qf[kk][r] = live[r & 1] ? *reinterpret_cast<const uint32_t*>(q_row[r & 1] + kk * 16 + (r >> 1) * 8) : 0u;
+  // Gemma's decode steps fill 2 to 8 of a warp's 16 rows: when rows 8-15 hold no query, their
+  // softmax is skipped (their scores stay 0, as exp2(-inf) would make them).
+  const bool upper_live = mt * 16 + 8 < R;
   float o[C::DS / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // running max (log2 units) and per-lane sum
   const int mi = lane / 8, ri = lane % 8;                  // ldmatrix: lanes 8mi..8mi+7 address matrix mi's rows
@@ -247,9 +260,13 @@ __global__ void __launch_bounds__(DecodeConfig<D, MT, S>::THREADS)
         token[nn][1] = p.y != 0;
       }
     }
-    float alpha[2];
+    float alpha[2] = {1.f, 1.f};
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
+      if (half == 1 && !upper_live) {
+        s[0][2] = s[0][3] = s[1][2] = s[1][3] = 0.f;
+        continue;
+      }
       const int ahead = int(query[half] - key0);  // query index minus the lane's first key index
       float mx = -INFINITY;
 #pragma unroll
@@ -266,7 +283,9 @@ __global__ void __launch_bounds__(DecodeConfig<D, MT, S>::THREADS)
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(m[half], mx);
       const float base = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing seen yet stays at 0
-      alpha[half] = exp2f(m[half] - base);
+      // 1 where the max did not move, a row without any key seen yet included (exp2(-inf) would
+      // give 0 there, and the warp-wide skip of the rescale below would never happen).
+      alpha[half] = m_new == m[half] ? 1.f : exp2f(m[half] - base);
       m[half] = m_new;
       l[half] *= alpha[half];
 #pragma unroll
