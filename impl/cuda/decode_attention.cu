@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -135,19 +136,30 @@ bool dispatch_decode(AttentionDtype dtype, int head_dim, int rows, int stages, F
   return dtype == AttentionDtype::kBFloat16 ? with_dim(__nv_bfloat16{}) : with_dim(__half{});
 }
 
-// The kernel's shared-memory opt-in (once) and how many of its CTAs fit an SM.
+// The kernel's shared-memory opt-in and how many of its CTAs fit an SM, on `device` (the current
+// one). The opt-in is a property of the kernel on one device, so it is made once per device: a
+// process that decodes on a second GPU needs it there too (CudaKvCacheDevices). Two threads that
+// race here both make the same opt-in, which is harmless.
+constexpr int kMaxDevices = 64;
 template <typename T, int D, int MT, int S>
-int blocks_per_sm() {
+int blocks_per_sm(int device) {
   using C = DecodeConfig<D, MT, S>;
-  static const int blocks = [] {
+  static std::atomic<int> per_device[kMaxDevices] = {};  // 0: not set up yet
+  auto set_up = [] {
     constexpr int bytes = C::template bytes<T>();
     static_assert(bytes <= kMaxSharedBytes, "decode tiles exceed shared memory");
     cudaFuncSetAttribute(decode_attention_kernel<T, D, MT, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     int n = 0;
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<T, D, MT, S>, C::THREADS, bytes);
     return std::max(n, 1);
-  }();
-  return blocks;
+  };
+  if (device < 0 || device >= kMaxDevices) return set_up();
+  int n = per_device[device].load(std::memory_order_relaxed);
+  if (n == 0) {
+    n = set_up();
+    per_device[device].store(n, std::memory_order_relaxed);
+  }
+  return n;
 }
 
 int rows_of(const DecodeAttentionArgs& a) { return a.q_heads / a.kv_heads * a.queries; }
@@ -247,7 +259,7 @@ DecodePlan plan_decode_attention(AttentionDtype dtype, const DecodeAttentionArgs
     constexpr int D = decltype(dim_tag)::value, MT = decltype(mt_tag)::value, S = decltype(s_tag)::value;
     using C = DecodeConfig<D, MT, S>;
     static_assert(C::TK * D == 8192, "a tile is 8192 elements at every head dim (decode_tile_keys)");
-    const int64_t slots = int64_t(facts.sms) * blocks_per_sm<T, D, MT, S>();
+    const int64_t slots = int64_t(facts.sms) * blocks_per_sm<T, D, MT, S>(device);
     int64_t best_cost = INT64_MAX;
     for (int64_t s = 1; s <= std::min<int64_t>(tiles, 4096); ++s) {
       const int64_t per = (tiles + s - 1) / s;
@@ -282,11 +294,13 @@ const char* launch_decode_attention(AttentionDtype dtype, const DecodeAttentionA
     sp.m = sp.o + prows * a.head_dim;
     sp.l = sp.m + prows;
   }
+  int device = 0;
+  cudaGetDevice(&device);
   dispatch_decode(dtype, a.head_dim, rows, plan.stages, [&](auto type_tag, auto dim_tag, auto mt_tag, auto s_tag) {
     using T = decltype(type_tag);
     constexpr int D = decltype(dim_tag)::value, MT = decltype(mt_tag)::value, S = decltype(s_tag)::value;
     using C = DecodeConfig<D, MT, S>;
-    blocks_per_sm<T, D, MT, S>();  // the shared-memory opt-in
+    blocks_per_sm<T, D, MT, S>(device);  // the shared-memory opt-in
     decode_attention_kernel<T, D, MT, S>
         <<<dim3(plan.splits, a.kv_heads, a.batch), C::THREADS, C::template bytes<T>(), stream>>>(a, sp);
     if (plan.splits > 1) launch_combine<T>(a, sp, rows, stream);

@@ -46,15 +46,15 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
   const int chunks = static_cast<int>(half / V);
   const LanePlace lane(half);
 
-  auto row = [&](const RopeRow<T, V>& rope, const RowOffsets& at, bool valid) {
+  auto row = [&](const RopeRow<T, V>& rope, const RowOffsets& at, bool valid, const RawRow<T, V>& x_row) {
     Pairs<V> lo, hi;
     float sum_sq = 0.f;
 #pragma unroll
     for (int i = 0; i < C; ++i) {
       const int c = lane.sub + lane.lanes * i;
       if (!valid || c >= chunks) continue;
-      load<T, V>(x + at.in + c * V, lo[i]);
-      load<T, V>(x + at.in + half + c * V, hi[i]);
+      unpack<T, V>(x_row.lo[i], lo[i]);
+      unpack<T, V>(x_row.hi[i], hi[i]);
 #pragma unroll
       for (int j = 0; j < V; ++j) sum_sq += lo[i][j] * lo[i][j] + hi[i][j] * hi[i][j];
     }
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
       store<T, V>(y + at.out + half + d, hi[i]);
     }
   };
-  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, a.per_token_rope, chunks, row);
+  for_each_row_prefetched<T, V>(shape, lane, x, cos, sin, a.transposed, a.per_token_rope, chunks, row);
 }
 
 // With xhat = x * rstd, n = xhat * w and y = rope(n):

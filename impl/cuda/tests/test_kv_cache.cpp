@@ -85,8 +85,9 @@ struct StepVerdict {
 };
 
 // Runs `c` in `dtype`; the candidate's attention spec gets `window_error` added to its window.
-std::vector<StepVerdict> run_case(const Case& c, torch::ScalarType dtype, int64_t window_error = 0) {
-  const torch::Device cuda(torch::kCUDA, 0);
+std::vector<StepVerdict> run_case(const Case& c, torch::ScalarType dtype, int64_t window_error = 0,
+                                  c10::DeviceIndex device = 0) {
+  const torch::Device cuda(torch::kCUDA, device);
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(cuda);
   int64_t capacity = 0;
   for (int64_t s : c.steps) capacity += s;
@@ -194,6 +195,23 @@ TEST(CudaKvCacheControl, AWindowOffByOneIsCaught) {
       caught += v.within ? 0 : 1;
     }
     EXPECT_GT(caught, 0) << dtype_name(dtype) << ": a window one too wide went unnoticed";
+  }
+}
+
+// A process that decodes on one GPU and then another: the kernels' shared-memory opt-in is per
+// device, so one made on the first GPU only would leave the second's launches failing (the decode
+// kernels take up to 133 KB). Every case on device 0, then every case on device 1.
+TEST(CudaKvCacheDevices, TheSecondGpuDecodesAfterTheFirst) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  if (torch::cuda::device_count() < 2) GTEST_SKIP() << "one CUDA device";
+  for (c10::DeviceIndex device : {0, 1}) {
+    for (const Case& c : cases()) {
+      const std::string label = c.name + " bf16 on cuda:" + std::to_string(device);
+      for (const StepVerdict& v : run_case(c, torch::kBFloat16, 0, device)) {
+        if (!v.within) print(label, v);
+        EXPECT_TRUE(v.within) << label << " " << v.what;
+      }
+    }
   }
 }
 
