@@ -92,14 +92,10 @@ struct alignas(sizeof(T) * V) Pack {
 };
 
 template <typename T, int V>
-__device__ inline void unpack(const Pack<T, V>& pack, float (&out)[V]) {
+__device__ inline void load(const T* p, float (&out)[V]) {
+  const Pack<T, V> pack = *reinterpret_cast<const Pack<T, V>*>(p);
 #pragma unroll
   for (int j = 0; j < V; ++j) out[j] = to_float(pack.v[j]);
-}
-
-template <typename T, int V>
-__device__ inline void load(const T* p, float (&out)[V]) {
-  unpack<T, V>(*reinterpret_cast<const Pack<T, V>*>(p), out);
 }
 
 template <typename T, int V>

@@ -17,8 +17,9 @@
 // outstanding: an H200 SM's share of the bandwidth (4.8 TB/s / 132) over a loaded DRAM latency of
 // about 1 us is about 36 KB, and a lane's one row (32 bytes; 16 warps an SM at 104-118 registers
 // a thread) is 16 KB: 58-80% of the copy ceiling, measured (bench/README.md). Neither holding
-// more rows in registers (more registers than it gains) nor asking L2 for the rows ahead
-// (prefetch.global.L2: 6.4% slower at the H100's global shape) helped; both are described there.
+// more rows in registers (more registers than it gains; the next row's raw x loaded ahead of the
+// current row's work: 2-8% slower on the H100) nor asking L2 for the rows ahead
+// (prefetch.global.L2: 6.4% slower at the H100's global shape) helped; all are described there.
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
@@ -46,15 +47,15 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
   const int chunks = static_cast<int>(half / V);
   const LanePlace lane(half);
 
-  auto row = [&](const RopeRow<T, V>& rope, const RowOffsets& at, bool valid, const RawRow<T, V>& x_row) {
+  auto row = [&](const RopeRow<T, V>& rope, const RowOffsets& at, bool valid) {
     Pairs<V> lo, hi;
     float sum_sq = 0.f;
 #pragma unroll
     for (int i = 0; i < C; ++i) {
       const int c = lane.sub + lane.lanes * i;
       if (!valid || c >= chunks) continue;
-      unpack<T, V>(x_row.lo[i], lo[i]);
-      unpack<T, V>(x_row.hi[i], hi[i]);
+      load<T, V>(x + at.in + c * V, lo[i]);
+      load<T, V>(x + at.in + half + c * V, hi[i]);
 #pragma unroll
       for (int j = 0; j < V; ++j) sum_sq += lo[i][j] * lo[i][j] + hi[i][j] * hi[i][j];
     }
@@ -95,7 +96,7 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
       store<T, V>(y + at.out + half + d, hi[i]);
     }
   };
-  for_each_row_prefetched<T, V>(shape, lane, x, cos, sin, a.transposed, a.per_token_rope, chunks, row);
+  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, a.per_token_rope, chunks, row);
 }
 
 // With xhat = x * rstd, n = xhat * w and y = rope(n):

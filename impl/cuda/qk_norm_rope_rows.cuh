@@ -130,42 +130,4 @@ __device__ inline void for_each_row(const RowShape& shape, const LanePlace& lane
   }
 }
 
-// A lane's chunks of one row of x as loaded (T, not yet widened to float): 2 x 16 bytes a chunk
-// and half, so a second row in flight costs a lane 8 registers where its floats would cost 32.
-template <typename T, int V>
-struct RawRow {
-  Pack<T, V> lo[kChunks<V>], hi[kChunks<V>];
-  __device__ void fetch(const T* x, int64_t in, int64_t half, const LanePlace& lane, int chunks, bool valid) {
-#pragma unroll
-    for (int i = 0; i < kChunks<V>; ++i) {
-      const int c = lane.sub + lane.lanes * i;
-      if (!valid || c >= chunks) continue;
-      lo[i] = *reinterpret_cast<const Pack<T, V>*>(x + in + c * V);
-      hi[i] = *reinterpret_cast<const Pack<T, V>*>(x + in + half + c * V);
-    }
-  }
-};
-
-// for_each_row for a kernel that reads one row of x per (token, head) and writes elsewhere: the
-// lane's next row is loaded before row(rope, at, valid, x_row) works on the current one, so two
-// rows' loads are in flight a lane instead of one (the row's stores could alias x for all the
-// compiler knows, so it would not hoist the next loads above them itself).
-template <typename T, int V, typename Row>
-__device__ inline void for_each_row_prefetched(const RowShape& shape, const LanePlace& lane, const T* x,
-                                               const T* cos, const T* sin, bool transposed, bool per_token_rope,
-                                               int chunks, const Row& row) {
-  const int64_t half = shape.head_dim / 2, tokens = num_tokens(shape);
-  for (int64_t token = lane.first; token < tokens; token += lane.stride) {
-    const RopeRow<T, V> rope(cos, sin, rope_offset(token, shape, per_token_rope), half, lane, chunks);
-    RawRow<T, V> next;
-    next.fetch(x, row_offsets(token, lane.slot, shape, transposed).in, half, lane, chunks, lane.slot < shape.heads);
-    for (int64_t head0 = 0; head0 < shape.heads; head0 += lane.rows_per_warp) {
-      const int64_t head = head0 + lane.slot, ahead = head + lane.rows_per_warp;
-      const RawRow<T, V> current = next;
-      if (ahead < shape.heads) next.fetch(x, row_offsets(token, ahead, shape, transposed).in, half, lane, chunks, true);
-      row(rope, row_offsets(token, head, shape, transposed), head < shape.heads, current);
-    }
-  }
-}
-
 }  // namespace gemma4::impl::cuda::norm_rope
