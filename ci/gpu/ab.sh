@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# A/B of a change on one GPU machine: the working tree against the files the change touched as a
+# base revision has them, built and benchmarked back to back in one call, then judged by
+# bench-compare. Timings compare only within one machine, and the GPU machine's checkout carries
+# no history (`git show REV:file` fails there), so the base's files travel in .ab-base/
+# (git-ignored: name it in the device call's carry, beside .whl).
+#
+#   ci/gpu/ab.sh --prepare REV      here, before the call: the files that differ between REV and the
+#                                   working tree, as REV has them, into .ab-base/ (their paths in
+#                                   .ab-base/FILES). Only changed files: a file added or deleted since
+#                                   REV is an error (the two builds would not have the same targets).
+#   ci/gpu/ab.sh --bench FILTER [--only STEP,...] [--out DIR] [--time-limit S] [--max-files N] [--help]
+#                                   on the GPU machine (the options: bash ci/gpu/common.sh --help).
+# Steps, in this order:
+#   build    ci/build.sh against the host's CUDA LibTorch (the working tree);
+#   new      gemma4-bench on FILTER and the ceilings (^ceiling/): new.json;
+#   base     .ab-base's files put in place, rebuilt, the same benchmarks: base.json; then the working
+#            tree's files put back and rebuilt (also when a run fails), so later commands of the
+#            call see the working tree's build;
+#   compare  gemma4-conform bench-compare base.json new.json: compare.txt and compare.html (its exit
+#            code is reported, not judged: a slower new side is a finding here, not a failure).
+# $BENCH_FLAGS: the gemma4-bench flags of both runs (default --benchmark_min_time=0.05s
+# --benchmark_repetitions=9: bench-compare judges from 9 on each side). FILTER is matched from the
+# start of a benchmark's name, as the figures of ci/gpu/bench.sh are. The new side runs first.
+# Exit 0 when every run passed, 1 otherwise, 2 on a bad option.
+set -uo pipefail
+# shellcheck source=ci/gpu/common.sh
+source "$(dirname "$0")/common.sh" || exit 2
+BASE_DIR=.ab-base
+
+# --prepare REV: no GPU, no stage; runs in the repository root.
+if [ "${1:-}" = --prepare ]; then
+  [ $# -eq 2 ] || usage_error "--prepare takes one revision"
+  cd "$GPU_CI_REPO" || exit 2
+  rev=$2
+  git rev-parse --verify -q "$rev^{commit}" > /dev/null || usage_error "--prepare: '$rev' is not a revision here"
+  other=$(git diff --name-only --diff-filter=ADRCT "$rev" -- . ":(exclude)$BASE_DIR")
+  if [ -n "$other" ]; then
+    echo "ci/gpu/ab.sh --prepare: added, deleted or renamed since $rev (an A/B needs both versions of every file):" >&2
+    echo "$other" | sed 's/^/  /' >&2
+    exit 1
+  fi
+  mapfile -t changed < <(git diff --name-only --diff-filter=M "$rev" -- . ":(exclude)$BASE_DIR")
+  [ ${#changed[@]} -gt 0 ] || { echo "ci/gpu/ab.sh --prepare: the working tree does not differ from $rev" >&2; exit 1; }
+  rm -rf "$BASE_DIR"
+  for f in "${changed[@]}"; do
+    mkdir -p "$BASE_DIR/$(dirname "$f")"
+    git show "$rev:$f" > "$BASE_DIR/$f" || exit 1
+  done
+  printf '%s\n' "${changed[@]}" > "$BASE_DIR/FILES"
+  git rev-parse "$rev" > "$BASE_DIR/REV"
+  echo "$BASE_DIR/: ${#changed[@]} file(s) as $(cut -c1-12 "$BASE_DIR/REV") has them:"
+  sed 's/^/  /' "$BASE_DIR/FILES"
+  echo "carry $BASE_DIR in the device call (carry: [\".whl\", \"$BASE_DIR\"])"
+  exit 0
+fi
+
+STEPS_DEFAULT=(build new base compare)
+STEPS_OPTIONAL=()
+stage_parse ab "$@"
+filter=""
+set -- "${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --bench) [ $# -ge 2 ] || usage_error "--bench needs a benchmark filter"; filter=$2; shift ;;
+    --bench=*) filter=${1#--bench=} ;;
+    *) usage_error "unknown option '$1'" ;;
+  esac
+  shift
+done
+[ -n "$filter" ] || usage_error "--bench FILTER is required (a gemma4-bench --benchmark_filter regex)"
+if in_list base "${SELECTED[@]}" && [ ! -s "$GPU_CI_REPO/$BASE_DIR/FILES" ]; then
+  usage_error "no $BASE_DIR/FILES: run ci/gpu/ab.sh --prepare REV here first and carry $BASE_DIR"
+fi
+stage_start
+
+read -r -a flags <<< "${BENCH_FLAGS:---benchmark_min_time=0.05s --benchmark_repetitions=9}"
+step build && gpu_build
+step new && bench_run new "^(ceiling/|$filter)" "${flags[@]}"
+
+# swap_files FROM: the listed files copied from FROM (.ab-base or the saved working tree's).
+swap_files() {
+  local f
+  while IFS= read -r f; do cp "$1/$f" "$f" || return 1; done < "$BASE_DIR/FILES"
+}
+if step base; then
+  saved=$(mktemp -d /tmp/ab-new.XXXXXX)
+  while IFS= read -r f; do mkdir -p "$saved/$(dirname "$f")" && cp "$f" "$saved/$f"; done < "$BASE_DIR/FILES"
+  echo "base: $(cut -c1-12 "$BASE_DIR/REV" 2> /dev/null)'s $(wc -l < "$BASE_DIR/FILES") file(s)"
+  if swap_files "$BASE_DIR" && run build-base 0 "$OUT/build-base.log" cmake --build build -j "$(nproc)"; then
+    bench_run base "^(ceiling/|$filter)" "${flags[@]}"
+  else
+    tail -20 "$OUT/build-base.log" 2> /dev/null
+  fi
+  swap_files "$saved"
+  rm -rf "$saved"
+  run build-restored 0 "$OUT/build-restored.log" cmake --build build -j "$(nproc)"
+fi
+
+if step compare; then
+  if [ -f "$OUT/base.json" ] && [ -f "$OUT/new.json" ]; then
+    detail_re=- run compare '*' "$OUT/compare.txt" build/bin/gemma4-conform bench-compare \
+      "$OUT/base.json" "$OUT/new.json" --html "$OUT/compare.html"
+    cat "$OUT/compare.txt"
+    keep_file "$OUT/compare.txt"
+  else
+    fail_run compare "base.json or new.json is missing (a run above failed or was not run)"
+  fi
+fi
+stage_finish
