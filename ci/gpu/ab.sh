@@ -78,21 +78,21 @@ read -r -a flags <<< "${BENCH_FLAGS:---benchmark_min_time=0.05s --benchmark_repe
 step build && gpu_build
 step new && bench_run new "^(ceiling/|$filter)" "${flags[@]}"
 
-# swap_files FROM: the listed files copied from FROM (.ab-base or the saved working tree's).
-swap_files() {
+# copy_listed FROM TO: the files of .ab-base/FILES copied from the tree FROM into the tree TO.
+copy_listed() {
   local f
-  while IFS= read -r f; do cp "$1/$f" "$f" || return 1; done < "$BASE_DIR/FILES"
+  while IFS= read -r f; do mkdir -p "$2/$(dirname "$f")" && cp "$1/$f" "$2/$f" || return 1; done < "$BASE_DIR/FILES"
 }
 if step base; then
   saved=$(mktemp -d /tmp/ab-new.XXXXXX)
-  while IFS= read -r f; do mkdir -p "$saved/$(dirname "$f")" && cp "$f" "$saved/$f"; done < "$BASE_DIR/FILES"
+  copy_listed . "$saved" || exit 1
   echo "base: $(cut -c1-12 "$BASE_DIR/REV" 2> /dev/null)'s $(wc -l < "$BASE_DIR/FILES") file(s)"
-  if swap_files "$BASE_DIR" && run build-base 0 "$OUT/build-base.log" cmake --build build -j "$(nproc)"; then
+  if copy_listed "$BASE_DIR" . && run build-base 0 "$OUT/build-base.log" cmake --build build -j "$(nproc)"; then
     bench_run base "^(ceiling/|$filter)" "${flags[@]}"
   else
     tail -20 "$OUT/build-base.log" 2> /dev/null
   fi
-  swap_files "$saved"
+  copy_listed "$saved" .
   rm -rf "$saved"
   run build-restored 0 "$OUT/build-restored.log" cmake --build build -j "$(nproc)"
 fi

@@ -129,7 +129,8 @@ __global__ void __launch_bounds__(DecodeConfig<D, MT, S>::THREADS)
   const T* kc = static_cast<const T*>(a.k) + kv_offset;
   const T* vc = static_cast<const T*>(a.v) + kv_offset;
   // Tiles are loaded in order; the next one's first key index and cache row advance by TK (no
-  // 64-bit modulo per tile). Per 16-byte chunk: one bound and one wrap test (a ring's valid rows
+  // 64-bit modulo per tile). A tile that ends before the last query and does not wrap is copied
+  // without tests; another takes one bound and one wrap test per 16-byte chunk (a ring's valid rows
   // wrap at most once: the keys a step sees fit the ring).
   int64_t next_key = a.first_key + int64_t(t0) * C::TK, next_row = next_key % a.rows;
   auto advance = [&](int64_t& key, int64_t& row) {  // to the next tile: key index and cache row
