@@ -199,7 +199,9 @@ bool decode_attention_supported(int head_dim, int q_heads, int kv_heads, int que
 // chain. Measured on an H200 (the decode benchmarks' 24 bf16 cases at 2, 3 and 4 stages): up to
 // 4096 tiles 4 stages win or tie all but two cases, which they lose by 1.5% (E4B global, 32k B 1
 // and 4k B 8), and win by up to 14% (E4B sliding B 64: 31.4 us against 36.4, with no combining
-// kernel); above, they lose 7-17% (31B sliding B 64: 320 us against 275).
+// kernel); above, they lose 7-17% (31B sliding B 64: 320 us against 275). On an H100 the small
+// steps lose with 3 stages and two CTAs an SM (31B sliding B 8: 69 us against 66) and with 5 or 6
+// stages and one (69.2-70.2 against 65.5-65.9): bench/README.md, "Stages and bytes in flight".
 // Prefetch: the 3-stage kernel can also have the TMA unit fetch each CTA's next key tile into L2
 // beyond its stages. It depends on the GPU (all 24 bf16 cases, same runs as cuDNN's figures):
 //  - H100 (peak DRAM 3.35 TB/s, 25 GB/s an SM): 1 tile ahead makes the large steps 2-6% faster
