@@ -120,7 +120,10 @@ cuda_options() {
   if [ -n "$nvcc" ]; then
     local include
     include=$(cutlass_include) || return 1
-    echo "-DCMAKE_CUDA_COMPILER=$nvcc -DGEMMA4_REQUIRE_CUDA=ON -DGEMMA4_BUILD_CUDA_BACKEND=ON -DCUTLASS_INCLUDE_DIR=$include"
+    # Without a GPU here nothing runs the kernels: PTX only, no ptxas (GEMMA4_CUDA_PTX_ONLY).
+    local ptx_only=ON
+    nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && ptx_only=OFF
+    echo "-DCMAKE_CUDA_COMPILER=$nvcc -DGEMMA4_REQUIRE_CUDA=ON -DGEMMA4_BUILD_CUDA_BACKEND=ON -DGEMMA4_CUDA_PTX_ONLY=$ptx_only -DCUTLASS_INCLUDE_DIR=$include"
   else
     say "no nvcc: the CUDA backend is not built" >&2
   fi
