@@ -125,17 +125,32 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
 // of 4 KB rather than 8 keep the last units of a launch short (a warp's share of 4k tokens is
 // about 8 units of 8 KB, and the launch ends with its slowest warp).
 constexpr int kStages = 3;
-constexpr int kStageBytes = 4096;                     // x's rows of one unit
-constexpr int kStageStride = kStageBytes + 2 * 1024;  // and cos and sin rows of D <= 512 (2 bytes)
+constexpr int kStageBytes = 4096;                         // x's rows of one unit
+constexpr int kRopeBytes = 2 * 1024;                      // its cos and sin rows: D <= 512 (2 bytes)
+constexpr int kStageStride = kStageBytes + kRopeBytes;
 constexpr size_t kStagedShared = size_t(kWarps) * kStages * (kStageStride + sizeof(uint64_t));
 constexpr int kStagedBlocksPerSm = 3;
 static_assert(kStagedBlocksPerSm * (kStagedShared + 1024) <= 228 * 1024, "three blocks an SM (Hopper: 228 KB)");
 
-// Rows (heads) of a unit: as many whole rows as fit kStageBytes, at most the token's.
-__host__ __device__ inline int64_t staged_rows(const RowShape& shape, int64_t row_bytes) {
-  const int64_t fit = kStageBytes / row_bytes;
-  return fit < 1 ? 1 : (fit < shape.heads ? fit : shape.heads);
-}
+// How a launch's rows fall into units, for the host's grid and the kernel alike: `rows` heads a
+// unit (as many whole rows as fit kStageBytes, at most the token's), `per_token` units a token.
+struct StagedUnits {
+  struct Unit {
+    int64_t token, h0;
+    int n;  // rows (heads h0 .. h0 + n - 1)
+  };
+  int64_t heads, rows, per_token, count;
+  __host__ __device__ StagedUnits(const RowShape& shape, int64_t row_bytes) : heads(shape.heads) {
+    const int64_t fit = kStageBytes / row_bytes;
+    rows = fit < 1 ? 1 : (fit < heads ? fit : heads);
+    per_token = (heads + rows - 1) / rows;
+    count = num_tokens(shape) * per_token;
+  }
+  __host__ __device__ Unit at(int64_t unit) const {
+    const int64_t h0 = (unit % per_token) * rows;
+    return {unit / per_token, h0, int(heads - h0 < rows ? heads - h0 : rows)};
+  }
+};
 
 template <typename T, typename W, int V>
 __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_staged_kernel(RowShape shape, NormRopeForwardArgs a) {
@@ -146,8 +161,7 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_staged_kernel(R
   const int64_t D = shape.head_dim, half = D / 2, row_bytes = D * int64_t(sizeof(T));
   const int chunks = static_cast<int>(half / V);
   const LanePlace lane(half);
-  const int rows = int(staged_rows(shape, row_bytes));
-  const int64_t per_token = (shape.heads + rows - 1) / rows, units = num_tokens(shape) * per_token;
+  const StagedUnits units(shape, row_bytes);
   unsigned char* stage0 = staged + warp * kStages * kStageStride;
   uint64_t* full = reinterpret_cast<uint64_t*>(staged + kWarps * kStages * kStageStride) + warp * kStages;
   const int64_t first = int64_t{blockIdx.x} * kWarps + warp, stride = int64_t{gridDim.x} * kWarps;
@@ -161,39 +175,37 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_staged_kernel(R
   }
   __syncwarp();
   auto issue = [&](int64_t unit, int s) {  // lane 0: unit's rows, cos and sin into stage s
-    const int64_t token = unit / per_token, h0 = (unit % per_token) * rows;
-    const int n = int(std::min<int64_t>(rows, shape.heads - h0));
+    const StagedUnits::Unit u = units.at(unit);
     unsigned char* dst = stage0 + s * kStageStride;
     const int rope_bytes = cos ? int(row_bytes) : 0;
-    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[s], uint32_t(n * row_bytes + 2 * rope_bytes));
-    cute::SM90_BULK_COPY_G2S::copy(x + (token * shape.heads + h0) * D, &full[s], dst, int32_t(n * row_bytes));
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[s], uint32_t(u.n * row_bytes + 2 * rope_bytes));
+    cute::SM90_BULK_COPY_G2S::copy(x + (u.token * shape.heads + u.h0) * D, &full[s], dst, int32_t(u.n * row_bytes));
     if (cos) {
-      const int64_t r = rope_offset(token, shape, a.per_token_rope);
+      const int64_t r = rope_offset(u.token, shape, a.per_token_rope);
       cute::SM90_BULK_COPY_G2S::copy(cos + r, &full[s], dst + kStageBytes, rope_bytes);
       cute::SM90_BULK_COPY_G2S::copy(sin + r, &full[s], dst + kStageBytes + rope_bytes, rope_bytes);
     }
   };
   if (leader) {
     for (int s = 0; s < kStages; ++s)
-      if (first + s * stride < units) issue(first + s * stride, s);
+      if (first + s * stride < units.count) issue(first + s * stride, s);
   }
   int k = 0;
-  for (int64_t unit = first; unit < units; unit += stride, ++k) {
+  for (int64_t unit = first; unit < units.count; unit += stride, ++k) {
     const int s = k % kStages;
     cutlass::arch::ClusterBarrier::wait(&full[s], (k / kStages) & 1);
-    const int64_t token = unit / per_token, h0 = (unit % per_token) * rows;
-    const int n = int(std::min<int64_t>(rows, shape.heads - h0));
+    const StagedUnits::Unit u = units.at(unit);
     const T* xs = reinterpret_cast<const T*>(stage0 + s * kStageStride);
     const T* cs = reinterpret_cast<const T*>(stage0 + s * kStageStride + kStageBytes);
     const RopeRow<T, V> rope(cos ? cs : nullptr, cs + D, 0, half, lane, chunks);
-    for (int head0 = 0; head0 < n; head0 += lane.rows_per_warp) {
+    for (int head0 = 0; head0 < u.n; head0 += lane.rows_per_warp) {
       const int head = head0 + lane.slot;
-      RowOffsets at = row_offsets(token, h0 + head, shape, a.transposed);
+      RowOffsets at = row_offsets(u.token, u.h0 + head, shape, a.transposed);
       at.in = head * D;  // in the stage
-      forward_row<T, W, V>(a, D, chunks, lane, xs, rope, at, head < n);
+      forward_row<T, W, V>(a, D, chunks, lane, xs, rope, at, head < u.n);
     }
     __syncwarp();  // every lane is done with stage s before it is refilled
-    if (leader && unit + kStages * stride < units) issue(unit + kStages * stride, s);
+    if (leader && unit + kStages * stride < units.count) issue(unit + kStages * stride, s);
   }
 }
 
@@ -357,10 +369,9 @@ cudaError_t norm_rope_forward(DType dtype, const RowShape& shape, const NormRope
                constexpr int V = decltype(v)::value;
                if constexpr (sizeof(T) == 2 && V == 8) {
                  const int64_t row_bytes = shape.head_dim * int64_t(sizeof(T));
-                 if (2 * row_bytes <= kStageStride - kStageBytes) {  // the stage holds cos and sin rows
+                 if (2 * row_bytes <= kRopeBytes) {  // the stage holds the cos and sin rows
                    // At most one wave of kStagedBlocksPerSm blocks an SM; the warps walk the units.
-                   const int64_t per_token = (shape.heads + staged_rows(shape, row_bytes) - 1) / staged_rows(shape, row_bytes);
-                   const int64_t unit_blocks = (num_tokens(shape) * per_token + kWarps - 1) / kWarps;
+                   const int64_t unit_blocks = (StagedUnits(shape, row_bytes).count + kWarps - 1) / kWarps;
                    auto kernel = norm_rope_forward_staged_kernel<T, W, V>;
                    int device = 0, sms = 1;
                    cudaGetDevice(&device);
