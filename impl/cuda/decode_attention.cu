@@ -4,14 +4,13 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
-#include <vector>
 
 #include "impl/cuda/decode_attention_kernels.h"
 #include "impl/cuda/decode_split_kernel.cuh"
+#include "impl/cuda/device_setup.h"
 
 namespace gemma4::impl::cuda {
 namespace {
@@ -136,30 +135,13 @@ bool dispatch_decode(AttentionDtype dtype, int head_dim, int rows, int stages, F
   return dtype == AttentionDtype::kBFloat16 ? with_dim(__nv_bfloat16{}) : with_dim(__half{});
 }
 
-// The kernel's shared-memory opt-in and how many of its CTAs fit an SM, on `device` (the current
-// one). The opt-in is a property of the kernel on one device, so it is made once per device: a
-// process that decodes on a second GPU needs it there too (CudaKvCacheDevices). Two threads that
-// race here both make the same opt-in, which is harmless.
-constexpr int kMaxDevices = 64;
+// How many CTAs of the kernel fit an SM, its shared-memory opt-in made (once per device).
 template <typename T, int D, int MT, int S>
 int blocks_per_sm(int device) {
   using C = DecodeConfig<D, MT, S>;
-  static std::atomic<int> per_device[kMaxDevices] = {};  // 0: not set up yet
-  auto set_up = [] {
-    constexpr int bytes = C::template bytes<T>();
-    static_assert(bytes <= kMaxSharedBytes, "decode tiles exceed shared memory");
-    cudaFuncSetAttribute(decode_attention_kernel<T, D, MT, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    int n = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, decode_attention_kernel<T, D, MT, S>, C::THREADS, bytes);
-    return std::max(n, 1);
-  };
-  if (device < 0 || device >= kMaxDevices) return set_up();
-  int n = per_device[device].load(std::memory_order_relaxed);
-  if (n == 0) {
-    n = set_up();
-    per_device[device].store(n, std::memory_order_relaxed);
-  }
-  return n;
+  constexpr int bytes = C::template bytes<T>();
+  static_assert(bytes <= kMaxSharedBytes, "decode tiles exceed shared memory");
+  return resident_blocks<decode_attention_kernel<T, D, MT, S>, C::THREADS, bytes>(device);
 }
 
 int rows_of(const DecodeAttentionArgs& a) { return a.q_heads / a.kv_heads * a.queries; }
@@ -213,34 +195,6 @@ bool decode_attention_supported(int head_dim, int q_heads, int kv_heads, int que
 // between the two GPUs measured, not a model; other GPUs are unmeasured.
 constexpr double kPrefetchBelowGBps = 30.0;
 constexpr int64_t kFewTiles = 4096;
-
-// What the plan needs of a device: its SMs and peak DRAM bandwidth per SM in GB/s (double data
-// rate x bus width x memory clock). Read once per device: the memory clock attribute takes about
-// half a millisecond to query on an H200.
-struct DeviceFacts {
-  int sms = 1;
-  double gbps_per_sm = 0.0;  // 0: unknown (no prefetch)
-};
-static DeviceFacts device_facts(int device) {
-  static const std::vector<DeviceFacts> per_device = [] {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
-    std::vector<DeviceFacts> v(size_t(std::max(count, 0)));
-    for (int d = 0; d < count; ++d) {
-      int sms = 0, memory_khz = 0, bus_bits = 0;
-      const bool read = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d) == cudaSuccess &&
-                        cudaDeviceGetAttribute(&memory_khz, cudaDevAttrMemoryClockRate, d) == cudaSuccess &&
-                        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, d) == cudaSuccess;
-      if (!read) {
-        (void)cudaGetLastError();  // this query's own error (not one of the caller's)
-      } else if (sms > 0) {
-        v[size_t(d)] = {sms, 2.0 * memory_khz * 1e3 * (bus_bits / 8) / 1e9 / sms};
-      }
-    }
-    return v;
-  }();
-  return device >= 0 && size_t(device) < per_device.size() ? per_device[size_t(device)] : DeviceFacts{};
-}
 
 // Splits: the fewest CTA "tile-times" over the waves they make. A CTA of t tiles costs about t + 2
 // (its pipeline's fill and its epilogue), a wave is every SM's CTAs, and a second kernel costs

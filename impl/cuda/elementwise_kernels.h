@@ -45,8 +45,17 @@ struct NormRopeBackwardArgs {
   bool per_token_rope;        // as the forward's
 };
 
-cudaError_t norm_rope_forward(DType dtype, const RowShape& shape, const NormRopeForwardArgs& args,
-                              cudaStream_t stream);
+// One tensor of a layer's norm + RoPE forward: its q, k or v.
+struct NormRopeForwardJob {
+  RowShape shape;
+  NormRopeForwardArgs args;
+};
+constexpr int kMaxNormRopeJobs = 3;
+
+// A layer's q, k and v (1 to kMaxNormRopeJobs jobs of one dtype and head dim): in one launch of the
+// staged kernel where it takes them all (bf16 and fp16 rows of 16-byte vectors), the rest one
+// register-kernel launch each.
+cudaError_t norm_rope_forward(DType dtype, const NormRopeForwardJob* jobs, int count, cudaStream_t stream);
 // The rows of dweight_partial: the weight gradient is their sum over dim 0 (deterministic, no atomics).
 int64_t norm_rope_backward_blocks(const RowShape& shape);
 cudaError_t norm_rope_backward(DType dtype, const RowShape& shape, const NormRopeBackwardArgs& args,

@@ -85,24 +85,9 @@ Args norm_rope_args(const Tensor& x, const Tensor& weight, const Tensor& cos, co
   return args;
 }
 
-// rope(rms(x) * weight) of contiguous x [B, S, H, D] (weight from kernel_weight, or undefined; cos/sin
-// undefined: no RoPE), in [B, H, S, D] when `transposed`; with `with_unscaled` also rms(x).
-variable_list launch_forward(const Tensor& x, const Tensor& weight, const Tensor& cos, const Tensor& sin, double eps,
-                             bool transposed, bool with_unscaled) {
-  const c10::cuda::CUDAGuard guard(x.device());
-  const RowShape shape = row_shape(x);
-  const auto out_shape = transposed ? std::vector<int64_t>{shape.batch, shape.heads, shape.seq, shape.head_dim}
-                                    : x.sizes().vec();
-  const Tensor y = at::empty(out_shape, x.options());
-  const Tensor y_unscaled = with_unscaled ? at::empty(out_shape, x.options()) : Tensor();
-  auto args = norm_rope_args<NormRopeForwardArgs>(x, weight, cos, sin, eps, transposed);
-  args.y = y.data_ptr();
-  args.y_unscaled = mutable_ptr(y_unscaled);
-  C10_CUDA_CHECK(norm_rope_forward(kernel_dtype(x), shape, args, at::cuda::getCurrentCUDAStream(x.get_device())));
-  return with_unscaled ? variable_list{y, y_unscaled} : variable_list{y};
-}
-
-// {dx, dweight in fp32} for launch_forward's output gradients; dweight only when weight_grad.
+// {dx, dweight in fp32} for the gradients of one tensor's outputs (QkvNormRope: rope(rms(x) * weight),
+// in [B, H, S, D] when `transposed`, and rms(x) alone where dy_unscaled is given); dweight only when
+// weight_grad.
 std::pair<Tensor, Tensor> launch_backward(const Tensor& x, const Tensor& weight, const Tensor& cos, const Tensor& sin,
                                           const Tensor& dy, const Tensor& dy_unscaled, double eps, bool transposed,
                                           bool weight_grad) {
@@ -125,47 +110,76 @@ std::pair<Tensor, Tensor> launch_backward(const Tensor& x, const Tensor& weight,
   return {dx, weight_grad ? partial.sum(0) : Tensor()};
 }
 
-// rope(rms(x, weight)) of x [B, S, H, D] ([B, H, S, D] when `transposed`). With `with_unscaled`
-// (K=V layers) also rms(x) without weight or RoPE, the value, so that the raw key is read once
-// for both and its gradient sums both paths.
-struct NormRope : torch::autograd::Function<NormRope> {
-  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight, const Tensor& cos,
-                               const Tensor& sin, double eps, bool transposed, bool with_unscaled) {
-    const Tensor x_c = x.contiguous();
-    ctx->save_for_backward({x_c, weight, cos, sin});
+// The layer's q, k and v norms (GEMMA4.md, Forward 3 and 5): q [B, S, Hq, D] -> rope(rms(q) * q_norm)
+// as laid out; k [B, S, Hkv, D] -> rope(rms(k) * k_norm) in [B, Hkv, S, D]; v -> rms(v) in
+// [B, Hkv, S, D], or on K=V layers (v undefined) rms(k), so that the raw key is read once for both
+// and its gradient sums both paths. k undefined: q alone (a KV-shared layer). The forward is one
+// launch for all three where the staged kernel takes them; the backward one launch per tensor.
+// Autograd's custom functions take defined tensors only, so an absent k, v or k_norm comes as an
+// empty stand-in and `layout` says which are real.
+enum class QkvLayout : int64_t { kQueryOnly, kKeyIsValue, kKeyAndValue };
+
+struct QkvNormRope : torch::autograd::Function<QkvNormRope> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& q_norm, const Tensor& k_norm, const Tensor& cos, const Tensor& sin,
+                               double eps, QkvLayout layout) {
+    const c10::cuda::CUDAGuard guard(q.device());
+    const Tensor q_c = q.contiguous();
+    const Tensor k_c = layout != QkvLayout::kQueryOnly ? k.contiguous() : Tensor();
+    const Tensor v_c = layout == QkvLayout::kKeyAndValue ? v.contiguous() : Tensor();
+    ctx->save_for_backward({q_c, k_c, v_c, q_norm, k_c.defined() ? k_norm : Tensor(), cos, sin});
     ctx->saved_data["eps"] = eps;
-    ctx->saved_data["transposed"] = transposed;
-    ctx->saved_data["with_unscaled"] = with_unscaled;
-    return launch_forward(x_c, kernel_weight(weight, x_c), cos, sin, eps, transposed, with_unscaled);
+
+    variable_list outputs;  // q; then k and v
+    NormRopeForwardJob jobs[kMaxNormRopeJobs];
+    Tensor weights[kMaxNormRopeJobs];  // as the kernel reads them, alive until the launch
+    int count = 0;
+    auto add = [&](const Tensor& x, const Tensor& weight, bool rope, bool transposed, bool with_unscaled) {
+      const RowShape shape = row_shape(x);
+      const auto out_shape = transposed ? std::vector<int64_t>{shape.batch, shape.heads, shape.seq, shape.head_dim}
+                                        : x.sizes().vec();
+      weights[count] = kernel_weight(weight, x);
+      NormRopeForwardJob& job = jobs[count++];
+      job.shape = shape;
+      job.args = norm_rope_args<NormRopeForwardArgs>(x, weights[count - 1], rope ? cos : Tensor(),
+                                                     rope ? sin : Tensor(), eps, transposed);
+      outputs.push_back(at::empty(out_shape, x.options()));
+      job.args.y = outputs.back().data_ptr();
+      if (with_unscaled) {
+        outputs.push_back(at::empty(out_shape, x.options()));
+        job.args.y_unscaled = outputs.back().data_ptr();
+      }
+    };
+    add(q_c, q_norm, /*rope=*/true, /*transposed=*/false, /*with_unscaled=*/false);
+    if (k_c.defined()) add(k_c, k_norm, /*rope=*/true, /*transposed=*/true, /*with_unscaled=*/!v_c.defined());
+    if (v_c.defined()) add(v_c, Tensor(), /*rope=*/false, /*transposed=*/true, /*with_unscaled=*/false);
+    C10_CUDA_CHECK(norm_rope_forward(kernel_dtype(q_c), jobs, count, at::cuda::getCurrentCUDAStream(q.get_device())));
+    return outputs;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const Tensor &x = saved[0], &weight = saved[1], &cos = saved[2], &sin = saved[3];
-    const bool with_unscaled = ctx->saved_data["with_unscaled"].toBool();
-    auto [dx, dweight] = launch_backward(x, kernel_weight(weight, x), cos, sin, grads[0],
-                                         with_unscaled ? grads[1] : Tensor(), ctx->saved_data["eps"].toDouble(),
-                                         ctx->saved_data["transposed"].toBool(), ctx->needs_input_grad(1));
-    if (dweight.defined()) dweight = dweight.to(weight.scalar_type());
-    return {dx, dweight, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
-  }
-};
-
-// rms(x) without weight of x [B, S, H, D], as [B, H, S, D]: the v norm.
-struct UnscaledNorm : torch::autograd::Function<UnscaledNorm> {
-  static Tensor forward(AutogradContext* ctx, const Tensor& x, double eps) {
-    const Tensor x_c = x.contiguous();
-    ctx->save_for_backward({x_c});
-    ctx->saved_data["eps"] = eps;
-    return launch_forward(x_c, Tensor(), Tensor(), Tensor(), eps, /*transposed=*/true, /*with_unscaled=*/false)[0];
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const Tensor x = ctx->get_saved_variables()[0];
-    const Tensor dx = launch_backward(x, Tensor(), Tensor(), Tensor(), grads[0], Tensor(),
-                                      ctx->saved_data["eps"].toDouble(), /*transposed=*/true, /*weight_grad=*/false)
-                          .first;
-    return {dx, Tensor()};
+    const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &q_norm = saved[3], &k_norm = saved[4];
+    const Tensor &cos = saved[5], &sin = saved[6];
+    const double eps = ctx->saved_data["eps"].toDouble();
+    auto weight_grad = [](const Tensor& dweight, const Tensor& weight) {
+      return dweight.defined() ? dweight.to(weight.scalar_type()) : dweight;
+    };
+    auto [dq, dq_norm] = launch_backward(q, kernel_weight(q_norm, q), cos, sin, grads[0], Tensor(), eps,
+                                         /*transposed=*/false, ctx->needs_input_grad(3));
+    Tensor dk, dk_norm, dv;
+    if (k.defined()) {
+      const bool k_is_v = !v.defined();  // grads[2]: the gradient of rms(k), summed into dk
+      std::tie(dk, dk_norm) = launch_backward(k, kernel_weight(k_norm, k), cos, sin, grads[1],
+                                              k_is_v ? grads[2] : Tensor(), eps, /*transposed=*/true,
+                                              ctx->needs_input_grad(4));
+      if (!k_is_v) {
+        dv = launch_backward(v, Tensor(), Tensor(), Tensor(), grads[2], Tensor(), eps, /*transposed=*/true,
+                             /*weight_grad=*/false)
+                 .first;
+      }
+    }
+    return {dq, dk, dv, weight_grad(dq_norm, q_norm), weight_grad(dk_norm, k_norm), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -225,16 +239,16 @@ QkvOutputs fused_qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v,
   }
 
   const Tensor cos = rows.cos.contiguous(), sin = rows.sin.contiguous();
+  const Tensor none = at::empty({0}, q.options());
+  auto real = [&](const Tensor& t) { return t.defined() ? t : none; };
+  const QkvLayout layout =
+      !k.defined() ? QkvLayout::kQueryOnly : v.defined() ? QkvLayout::kKeyAndValue : QkvLayout::kKeyIsValue;
+  const variable_list y = QkvNormRope::apply(q, real(k), real(v), q_norm, real(k_norm), cos, sin, eps, layout);
   QkvOutputs out;
-  out.q = NormRope::apply(q, q_norm, cos, sin, eps, /*transposed=*/false, /*with_unscaled=*/false)[0];
-  if (!k.defined()) return out;  // a KV-shared layer: q only
-  if (v.defined()) {
-    out.k = NormRope::apply(k, k_norm, cos, sin, eps, /*transposed=*/true, /*with_unscaled=*/false)[0];
-    out.v = UnscaledNorm::apply(v, eps);
-  } else {  // K=V: the value is the raw key, normalised without scale
-    const variable_list kv = NormRope::apply(k, k_norm, cos, sin, eps, /*transposed=*/true, /*with_unscaled=*/true);
-    out.k = kv[0];
-    out.v = kv[1];
+  out.q = y[0];
+  if (k.defined()) {  // else a KV-shared layer: q only
+    out.k = y[1];
+    out.v = y[2];
   }
   return out;
 }

@@ -1,6 +1,8 @@
 #pragma once
-// How the fused RMSNorm + RoPE kernels (qk_norm_rope_kernels.cu) walk their rows: which lanes hold
-// which elements of which (token, head) row, and the per-token RoPE entries. The design, and why, is explained at the top of qk_norm_rope_kernels.cu.
+// How the fused RMSNorm + RoPE kernels (qk_norm_rope_kernels.cu, qk_norm_rope_staged.cuh) walk
+// their rows: which lanes hold which elements of which (token, head) row, the per-token RoPE
+// entries, and the forward's arithmetic on one row, which the register-loaded and the staged
+// kernels share. The design, and why, is explained at the top of qk_norm_rope_kernels.cu.
 #include <algorithm>
 #include <cstdint>
 
@@ -127,6 +129,66 @@ __device__ inline void for_each_row(const RowShape& shape, const LanePlace& lane
       const int64_t head = head0 + lane.slot;
       row(rope, row_offsets(token, head, shape, transposed), head < shape.heads);
     }
+  }
+}
+
+// One (token, head) row of the forward: x's row at x + at.in (global memory, or the staged
+// kernel's shared copy), its outputs at at.out.
+template <typename T, typename W, int V>
+__device__ inline void forward_row(const NormRopeForwardArgs& a, int64_t D, int chunks, const LanePlace& lane,
+                                   const T* x, const RopeRow<T, V>& rope, const RowOffsets& at, bool valid) {
+  constexpr int C = kChunks<V>;
+  const W* weight = static_cast<const W*>(a.weight);
+  const bool cos = a.cos != nullptr;
+  T* y = static_cast<T*>(a.y);
+  T* y_unscaled = static_cast<T*>(a.y_unscaled);
+  const int64_t half = D / 2;
+  Pairs<V> lo, hi;
+  float sum_sq = 0.f;
+#pragma unroll
+  for (int i = 0; i < C; ++i) {
+    const int c = lane.sub + lane.lanes * i;
+    if (!valid || c >= chunks) continue;
+    load<T, V>(x + at.in + c * V, lo[i]);
+    load<T, V>(x + at.in + half + c * V, hi[i]);
+#pragma unroll
+    for (int j = 0; j < V; ++j) sum_sq += lo[i][j] * lo[i][j] + hi[i][j] * hi[i][j];
+  }
+  const float rstd = rsqrtf(group_sum(sum_sq, lane.lanes) / static_cast<float>(D) + a.eps);
+
+#pragma unroll
+  for (int i = 0; i < C; ++i) {
+    const int c = lane.sub + lane.lanes * i;
+    if (!valid || c >= chunks) continue;
+    const int64_t d = c * V;
+    float w_lo[V], w_hi[V];
+    load_weight<W, V>(weight, d, w_lo);
+    load_weight<W, V>(weight, half + d, w_hi);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      lo[i][j] *= rstd;
+      hi[i][j] *= rstd;
+    }
+    if (y_unscaled) {
+      store<T, V>(y_unscaled + at.out + d, lo[i]);
+      store<T, V>(y_unscaled + at.out + half + d, hi[i]);
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      lo[i][j] *= w_lo[j];
+      hi[i][j] *= w_hi[j];
+    }
+    if (cos) {
+      // n*cos + rotate_half(n)*sin with rotate_half(n) = cat(-n[D/2:], n[:D/2]).
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float l = lo[i][j], h = hi[i][j];
+        lo[i][j] = l * rope.cos_lo[i][j] - h * rope.sin_lo[i][j];
+        hi[i][j] = h * rope.cos_hi[i][j] + l * rope.sin_hi[i][j];
+      }
+    }
+    store<T, V>(y + at.out + d, lo[i]);
+    store<T, V>(y + at.out + half + d, hi[i]);
   }
 }
 

@@ -1,0 +1,133 @@
+#pragma once
+// The staged forward of the fused RMSNorm + RoPE (2-byte dtypes, 16-byte vectors): the rows of
+// forward_row, but x reaches the warp through shared memory, and one launch serves a layer's q, k
+// and v (its jobs). The register-loaded kernel (qk_norm_rope_kernels.cu) serves what this one
+// cannot: fp32, other head dims or alignments.
+//
+// A unit is up to kStageBytes of one token's rows of one job (8 heads at D 256, 4 at 512) with the
+// token's cos and sin rows. Each warp walks its units with kStages stages of its own, its lane 0
+// issuing one TMA bulk copy per piece (cp.async.bulk, completion counted in bytes on the stage's
+// mbarrier). A warp thus has two units (8 KB of rows) in flight while it works on a third, rather
+// than the 1 KB of a register-loaded row, without registers to hold them: shared memory bounds the
+// bytes in flight, 3 x 6 KB a warp, 72 KB a block, three blocks (12 warps) an SM. Units of 4 KB
+// rather than 8 keep the last units of a launch short (a warp's share of 4k tokens is about 8
+// units of 8 KB, and the launch ends with its slowest warp).
+//
+// The jobs' units are numbered one after another (q's, then k's, then v's), and the warps walk
+// them all in one launch: a launch's start (the first units' DRAM latency) and its end (the
+// slowest warp's last unit) are paid once a layer instead of once a tensor.
+#include <cstdint>
+
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cutlass/arch/barrier.h>
+
+#include "impl/cuda/qk_norm_rope_rows.cuh"
+
+namespace gemma4::impl::cuda::norm_rope {
+
+constexpr int kStages = 3;
+constexpr int kStageBytes = 4096;     // x's rows of one unit
+constexpr int kRopeBytes = 2 * 1024;  // its cos and sin rows: D <= 512 (2 bytes)
+constexpr int kStageStride = kStageBytes + kRopeBytes;
+constexpr int kStagedShared = kWarps * kStages * (kStageStride + int(sizeof(uint64_t)));
+static_assert(3 * (kStagedShared + 1024) <= 228 * 1024, "three blocks an SM (Hopper: 228 KB)");
+
+// How a job's rows fall into units: `rows` heads a unit (as many whole rows as fit kStageBytes,
+// at most the token's), `per_token` units a token.
+struct StagedUnits {
+  struct Unit {
+    int64_t token, h0;
+    int n;  // rows (heads h0 .. h0 + n - 1)
+  };
+  int64_t heads, rows, per_token, count;
+  StagedUnits() = default;
+  __host__ __device__ StagedUnits(const RowShape& shape, int64_t row_bytes) : heads(shape.heads) {
+    const int64_t fit = kStageBytes / row_bytes;
+    rows = fit < 1 ? 1 : (fit < heads ? fit : heads);
+    per_token = (heads + rows - 1) / rows;
+    count = num_tokens(shape) * per_token;
+  }
+  __host__ __device__ Unit at(int64_t unit) const {
+    const int64_t h0 = (unit % per_token) * rows;
+    return {unit / per_token, h0, int(heads - h0 < rows ? heads - h0 : rows)};
+  }
+};
+
+// One launch's jobs (one dtype, one head dim; heads > 0): job j's units are the launch's units
+// first[j] .. first[j] + units[j].count - 1.
+struct StagedLaunch {
+  static constexpr int kMaxJobs = 3;
+  RowShape shape[kMaxJobs];
+  NormRopeForwardArgs args[kMaxJobs];
+  StagedUnits units[kMaxJobs];
+  int64_t first[kMaxJobs];
+  int jobs;
+  int64_t head_dim, count;  // all jobs' units
+
+  __host__ __device__ int job_of(int64_t unit) const {
+    int j = 0;
+    while (j + 1 < jobs && unit >= first[j + 1]) ++j;
+    return j;
+  }
+};
+
+template <typename T, typename W, int V>
+__global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_staged_kernel(const __grid_constant__ StagedLaunch launch) {
+  static_assert(sizeof(T) == 2 && V * sizeof(T) == 16, "whole 16-byte vectors of a 2-byte type");
+  extern __shared__ __align__(128) unsigned char staged[];
+  const int warp = threadIdx.x / 32;
+  const bool leader = threadIdx.x % 32 == 0;
+  const int64_t D = launch.head_dim, half = D / 2, row_bytes = D * int64_t(sizeof(T));
+  const int chunks = static_cast<int>(half / V);
+  const LanePlace lane(half);
+  unsigned char* stage0 = staged + warp * kStages * kStageStride;
+  uint64_t* full = reinterpret_cast<uint64_t*>(staged + kWarps * kStages * kStageStride) + warp * kStages;
+  const int64_t first = int64_t{blockIdx.x} * kWarps + warp, stride = int64_t{gridDim.x} * kWarps;
+
+  if (leader) {
+    for (int s = 0; s < kStages; ++s) cutlass::arch::ClusterBarrier::init(&full[s], 1);
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncwarp();
+  auto issue = [&](int64_t unit, int s) {  // lane 0: unit's rows, cos and sin into stage s
+    const int j = launch.job_of(unit);
+    const NormRopeForwardArgs& a = launch.args[j];
+    const StagedUnits::Unit u = launch.units[j].at(unit - launch.first[j]);
+    unsigned char* dst = stage0 + s * kStageStride;
+    const int rope_bytes = a.cos ? int(row_bytes) : 0;
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[s], uint32_t(u.n * row_bytes + 2 * rope_bytes));
+    const T* x = static_cast<const T*>(a.x) + (u.token * launch.shape[j].heads + u.h0) * D;
+    cute::SM90_BULK_COPY_G2S::copy(x, &full[s], dst, int32_t(u.n * row_bytes));
+    if (a.cos) {
+      const int64_t r = rope_offset(u.token, launch.shape[j], a.per_token_rope);
+      cute::SM90_BULK_COPY_G2S::copy(static_cast<const T*>(a.cos) + r, &full[s], dst + kStageBytes, rope_bytes);
+      cute::SM90_BULK_COPY_G2S::copy(static_cast<const T*>(a.sin) + r, &full[s], dst + kStageBytes + rope_bytes,
+                                     rope_bytes);
+    }
+  };
+  if (leader) {
+    for (int s = 0; s < kStages; ++s)
+      if (first + s * stride < launch.count) issue(first + s * stride, s);
+  }
+  int k = 0;
+  for (int64_t unit = first; unit < launch.count; unit += stride, ++k) {
+    const int s = k % kStages;
+    cutlass::arch::ClusterBarrier::wait(&full[s], (k / kStages) & 1);
+    const int j = launch.job_of(unit);
+    const NormRopeForwardArgs& a = launch.args[j];
+    const StagedUnits::Unit u = launch.units[j].at(unit - launch.first[j]);
+    const T* xs = reinterpret_cast<const T*>(stage0 + s * kStageStride);
+    const T* cs = reinterpret_cast<const T*>(stage0 + s * kStageStride + kStageBytes);
+    const RopeRow<T, V> rope(a.cos ? cs : nullptr, cs + D, 0, half, lane, chunks);
+    for (int head0 = 0; head0 < u.n; head0 += lane.rows_per_warp) {
+      const int head = head0 + lane.slot;
+      RowOffsets at = row_offsets(u.token, u.h0 + head, launch.shape[j], a.transposed);
+      at.in = head * D;  // in the stage
+      forward_row<T, W, V>(a, D, chunks, lane, xs, rope, at, head < u.n);
+    }
+    __syncwarp();  // every lane is done with stage s before it is refilled
+    if (leader && unit + kStages * stride < launch.count) issue(unit + kStages * stride, s);
+  }
+}
+
+}  // namespace gemma4::impl::cuda::norm_rope
