@@ -99,6 +99,7 @@ std::vector<QkNormRopeGeometry> qk_norm_rope_geometries(bool cuda) {
       {true, false, false, 1, 37, 4, 2, 64},
       {true, true, false, 2, 37, 4, 1, 64},   // K=V
       {false, false, true, 2, 37, 4, 0, 16},  // KV-shared
+      {true, true, false, 2, 37, 4, 1, 64, /*fp32_norm_weights=*/true},
   };
   if (cuda) {
     for (QkNormRopeGeometry g : {
@@ -106,6 +107,8 @@ std::vector<QkNormRopeGeometry> qk_norm_rope_geometries(bool cuda) {
              QkNormRopeGeometry{true, false, false, 1, 129, 8, 2, 512},
              QkNormRopeGeometry{true, true, false, 1, 257, 8, 1, 512},
              QkNormRopeGeometry{true, false, true, 1, 257, 8, 0, 512},
+             QkNormRopeGeometry{false, false, false, 2, 300, 8, 2, 256, /*fp32_norm_weights=*/true},
+             QkNormRopeGeometry{true, true, false, 1, 257, 8, 1, 512, /*fp32_norm_weights=*/true},
          }) {
       cases.push_back(g);
     }

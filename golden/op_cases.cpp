@@ -208,10 +208,12 @@ OpCase qk_norm_rope_case(const QkNormRopeGeometry& g) {
   name += "-s" + std::to_string(g.seq) + "-h" + std::to_string(g.q_heads);
   if (!g.kv_shared) name += "kv" + std::to_string(g.kv_heads);
   name += "-d" + std::to_string(g.head_dim) + "-b" + std::to_string(g.batch);
+  if (g.fp32_norm_weights) name += "-wf32";
   json p = heads_params(g.batch, g.seq, g.q_heads, g.kv_heads, g.head_dim,
                         {{"rope_parameters", g.proportional ? kProportionalRope : kDefaultRope}, {"rms_norm_eps", kEps}});
   if (g.k_eq_v) p["attention_k_eq_v"] = true;
   if (g.kv_shared) p["kv_shared"] = true;
+  if (g.fp32_norm_weights) p["fp32_norm_weights"] = true;
   return {name, "qk_norm_rope", "q/k norm + RoPE " + name, p};
 }
 

@@ -38,8 +38,12 @@ OpCase attention_case(const AttentionGeometry& g);
 struct QkNormRopeGeometry {
   bool proportional = false, k_eq_v = false, kv_shared = false;
   int64_t batch = 1, seq = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
+  // The op gets its norm weights in fp32 (the run dtype's values, converted): the weights of mixed
+  // precision training, which a fused kernel may read through its own fp32 path.
+  bool fp32_norm_weights = false;
 };
-// "default-s37-h4kv2-d16-b2", "proportional-keqv-...", "default-kv-shared-s37-h4-d16-b2"
+// "default-s37-h4kv2-d16-b2", "proportional-keqv-...", "default-kv-shared-s37-h4-d16-b2"; "-wf32"
+// appended with fp32_norm_weights
 OpCase qk_norm_rope_case(const QkNormRopeGeometry& g);
 OpCase geglu_case(int64_t batch, int64_t seq, int64_t intermediate);  // "b2-s37-i48"
 

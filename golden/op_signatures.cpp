@@ -97,6 +97,8 @@ TensorMap rope_forward(const json& p, const TensorMap& in, const LayerOps&) {
 
 // ---- qk_norm_rope: from the projections to the q, k, v that attention consumes ----
 // K=V (attention_k_eq_v): no `v` input, the raw `k` feeds both paths. KV-shared (kv_shared): q only.
+// fp32_norm_weights: the op gets q_norm and k_norm converted to fp32 (the same values; their
+// gradients come back in the inputs' dtype through the conversion).
 
 Signature qk_norm_rope_signature(const json& p) {
   const Heads h(p);
@@ -113,7 +115,11 @@ TensorMap qk_norm_rope_forward(const json& p, const TensorMap& in, const LayerOp
   const Tensor& q = in.at("q");
   const RopeTable rope = rope_table(rope_parameters(p), q.size(3), q.size(1), q.scalar_type(), q.device());
   auto get = [&](const char* n) { return in.count(n) ? in.at(n) : Tensor(); };
-  const QkvOutputs out = ops.qk_norm_rope(q, get("k"), get("v"), in.at("q_norm"), get("k_norm"), rope, eps(p));
+  auto weight = [&](const char* n) {
+    const Tensor w = get(n);
+    return w.defined() && flag(p, "fp32_norm_weights") ? w.to(torch::kFloat32) : w;
+  };
+  const QkvOutputs out = ops.qk_norm_rope(q, get("k"), get("v"), weight("q_norm"), weight("k_norm"), rope, eps(p));
   if (flag(p, "kv_shared")) return {{"q", out.q}};
   return {{"q", out.q}, {"k", out.k}, {"v", out.v}};
 }
