@@ -138,11 +138,12 @@ struct QkvNormRope : torch::autograd::Function<QkvNormRope> {
       const RowShape shape = row_shape(x);
       const auto out_shape = transposed ? std::vector<int64_t>{shape.batch, shape.heads, shape.seq, shape.head_dim}
                                         : x.sizes().vec();
-      weights[count] = kernel_weight(weight, x);
-      NormRopeForwardJob& job = jobs[count++];
+      const int j = count++;
+      weights[j] = kernel_weight(weight, x);
+      NormRopeForwardJob& job = jobs[j];
       job.shape = shape;
-      job.args = norm_rope_args<NormRopeForwardArgs>(x, weights[count - 1], rope ? cos : Tensor(),
-                                                     rope ? sin : Tensor(), eps, transposed);
+      job.args = norm_rope_args<NormRopeForwardArgs>(x, weights[j], rope ? cos : Tensor(), rope ? sin : Tensor(), eps,
+                                                     transposed);
       outputs.push_back(at::empty(out_shape, x.options()));
       job.args.y = outputs.back().data_ptr();
       if (with_unscaled) {

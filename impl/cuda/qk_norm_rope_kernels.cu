@@ -264,10 +264,10 @@ cudaError_t norm_rope_forward(DType dtype, const NormRopeForwardJob* jobs, int c
     if constexpr (sizeof(T) == 2) {
       // The staged launch reads every weight as the first weighted job's is read (the jobs' weights
       // share a dtype in a model); a job whose weight differs is left to the register kernel.
-      bool fp32 = false;
-      for (int i = count - 1; i >= 0; --i)
-        if (jobs[i].args.weight) fp32 = jobs[i].args.weight_fp32;
-      if (fp32) {
+      const NormRopeForwardJob* weighted = std::find_if(jobs, jobs + count, [](const NormRopeForwardJob& job) {
+        return job.args.weight != nullptr;
+      });
+      if (weighted != jobs + count && weighted->args.weight_fp32) {
         launch_staged<T, float>(jobs, count, launched, stream);
       } else {
         launch_staged<T, T>(jobs, count, launched, stream);
