@@ -50,7 +50,10 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
   const int chunks = static_cast<int>(half / V);
   const LanePlace lane(half);
   auto row = [&](const RopeRow<T, V>& rope, const RowOffsets& at, bool valid) {
-    forward_row<T, W, V>(a, D, chunks, lane, x, rope, at, valid);
+    // The weight read each row: held (HeldWeight), its 16 registers would cost the V = 1 instances
+    // a block an SM.
+    const WeightRead<W, V> weight{static_cast<const W*>(a.weight), half};
+    forward_row<T, V>(a, D, chunks, lane, x, weight, rope, at, valid);
   };
   for_each_row<T, V>(shape, lane, cos, sin, a.transposed, a.per_token_rope, chunks, row);
 }
@@ -239,6 +242,7 @@ void launch_staged(const NormRopeForwardJob* jobs, int count, bool* launched, cu
   cudaGetDevice(&device);
   const int64_t wave = int64_t(device_facts(device).sms) * resident_blocks<kernel, kWarps * 32, kStagedShared>(device);
   const int64_t blocks = std::min((launch.count + kWarps - 1) / kWarps, wave);
+  launch.set_blocks(blocks);
   kernel<<<blocks, kWarps * 32, kStagedShared, stream>>>(launch);
 }
 

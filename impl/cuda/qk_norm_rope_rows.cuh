@@ -90,6 +90,40 @@ __device__ inline void load_weight(const W* weight, int64_t d, float (&out)[V]) 
 template <int V>
 using Pairs = float[kChunks<V>][V];
 
+// Where forward_row finds the norm weight of chunk i (elements d = c * V ... and d + D/2): read
+// from memory each time (WeightRead), or held in registers (HeldWeight), which the staged kernel
+// loads once per tensor instead of once a row, at the cost of 16 registers.
+template <typename W, int V>
+struct WeightRead {
+  const W* weight;
+  int64_t half;
+  __device__ void at(int /*i*/, int64_t d, float (&lo)[V], float (&hi)[V]) const {
+    load_weight<W, V>(weight, d, lo);
+    load_weight<W, V>(weight, half + d, hi);
+  }
+};
+
+template <int V>
+struct HeldWeight {
+  Pairs<V> lo, hi;
+  HeldWeight() = default;
+  template <typename W>
+  __device__ HeldWeight(const WeightRead<W, V>& read, const LanePlace& lane, int chunks) {
+#pragma unroll
+    for (int i = 0; i < kChunks<V>; ++i) {
+      const int c = lane.sub + lane.lanes * i;
+      if (c < chunks) read.at(i, c * V, lo[i], hi[i]);
+    }
+  }
+  __device__ void at(int i, int64_t /*d*/, float (&l)[V], float (&h)[V]) const {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      l[j] = lo[i][j];
+      h[j] = hi[i][j];
+    }
+  }
+};
+
 // The RoPE table entries of the lane's chunks at one position: cos/sin of elements d (lo) and
 // d + D/2 (hi), loaded once per token.
 template <typename T, int V>
@@ -134,11 +168,11 @@ __device__ inline void for_each_row(const RowShape& shape, const LanePlace& lane
 
 // One (token, head) row of the forward: x's row at x + at.in (global memory, or the staged
 // kernel's shared copy), its outputs at at.out.
-template <typename T, typename W, int V>
+template <typename T, int V, typename Weight>
 __device__ inline void forward_row(const NormRopeForwardArgs& a, int64_t D, int chunks, const LanePlace& lane,
-                                   const T* x, const RopeRow<T, V>& rope, const RowOffsets& at, bool valid) {
+                                   const T* x, const Weight& weight, const RopeRow<T, V>& rope, const RowOffsets& at,
+                                   bool valid) {
   constexpr int C = kChunks<V>;
-  const W* weight = static_cast<const W*>(a.weight);
   const bool cos = a.cos != nullptr;
   T* y = static_cast<T*>(a.y);
   T* y_unscaled = static_cast<T*>(a.y_unscaled);
@@ -162,8 +196,7 @@ __device__ inline void forward_row(const NormRopeForwardArgs& a, int64_t D, int 
     if (!valid || c >= chunks) continue;
     const int64_t d = c * V;
     float w_lo[V], w_hi[V];
-    load_weight<W, V>(weight, d, w_lo);
-    load_weight<W, V>(weight, half + d, w_hi);
+    weight.at(i, d, w_lo, w_hi);
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       lo[i][j] *= rstd;

@@ -15,7 +15,9 @@
 //
 // The jobs' units are numbered one after another (q's, then k's, then v's), and the warps walk
 // them all in one launch: a launch's start (the first units' DRAM latency) and its end (the
-// slowest warp's last unit) are paid once a layer instead of once a tensor.
+// slowest warp's last unit) are paid once a layer instead of once a tensor. A warp's walk steps from
+// unit to unit by additions (UnitWalk), and its lanes hold the norm weight across units
+// (HeldWeight): per unit, the integer and load work besides the rows' arithmetic is small.
 #include <cstdint>
 
 #include <cute/arch/copy_sm90_tma.hpp>
@@ -35,10 +37,6 @@ static_assert(3 * (kStagedShared + 1024) <= 228 * 1024, "three blocks an SM (Hop
 // How a job's rows fall into units: `rows` heads a unit (as many whole rows as fit kStageBytes,
 // at most the token's), `per_token` units a token.
 struct StagedUnits {
-  struct Unit {
-    int64_t token, h0;
-    int n;  // rows (heads h0 .. h0 + n - 1)
-  };
   int64_t heads, rows, per_token, count;
   StagedUnits() = default;
   __host__ __device__ StagedUnits(const RowShape& shape, int64_t row_bytes) : heads(shape.heads) {
@@ -47,27 +45,70 @@ struct StagedUnits {
     per_token = (heads + rows - 1) / rows;
     count = num_tokens(shape) * per_token;
   }
-  __host__ __device__ Unit at(int64_t unit) const {
-    const int64_t h0 = (unit % per_token) * rows;
-    return {unit / per_token, h0, int(heads - h0 < rows ? heads - h0 : rows)};
-  }
 };
 
 // One launch's jobs (one dtype, one head dim; heads > 0): job j's units are the launch's units
-// first[j] .. first[j] + units[j].count - 1.
+// first[j] .. first[j] + units[j].count - 1. A warp walks the units w, w + stride, ... (stride: the
+// launch's warps); in job j a step of stride units is step_tokens[j] tokens and step_parts[j] units.
 struct StagedLaunch {
   static constexpr int kMaxJobs = 3;
   RowShape shape[kMaxJobs];
   NormRopeForwardArgs args[kMaxJobs];
   StagedUnits units[kMaxJobs];
-  int64_t first[kMaxJobs];
+  int64_t first[kMaxJobs], step_tokens[kMaxJobs], step_parts[kMaxJobs];
   int jobs;
-  int64_t head_dim, count;  // all jobs' units
+  int64_t head_dim, count, stride;  // count: all jobs' units
 
   __host__ __device__ int job_of(int64_t unit) const {
     int j = 0;
     while (j + 1 < jobs && unit >= first[j + 1]) ++j;
     return j;
+  }
+  // Once the jobs are added: the walk's steps for a launch of `blocks` blocks.
+  __host__ void set_blocks(int64_t blocks) {
+    stride = blocks * kWarps;
+    for (int j = 0; j < jobs; ++j) {
+      step_tokens[j] = stride / units[j].per_token;
+      step_parts[j] = stride % units[j].per_token;
+    }
+  }
+};
+
+// A warp's place in its walk: the launch's unit `unit`, in job `job` the heads from part * rows of
+// token `token`. Stepping adds the job's steps (a carry from parts into tokens) instead of dividing
+// the unit index, a 64-bit division (a call of about 70 instructions) that took as many
+// instructions as the unit's rows; the division runs when a walk enters a job, at most kMaxJobs
+// times.
+struct UnitWalk {
+  int64_t unit, local, token;  // local: unit - first[job] = token * per_token + part
+  int job, part;
+
+  __device__ UnitWalk(const StagedLaunch& launch, int64_t start) { enter(launch, start); }
+  __device__ bool done(const StagedLaunch& launch) const { return unit >= launch.count; }
+  __device__ void enter(const StagedLaunch& launch, int64_t at) {
+    unit = at;
+    if (done(launch)) return;
+    job = launch.job_of(unit);
+    local = unit - launch.first[job];
+    token = local / launch.units[job].per_token;
+    part = static_cast<int>(local - token * launch.units[job].per_token);
+  }
+  __device__ void step(const StagedLaunch& launch) {
+    const StagedUnits& u = launch.units[job];
+    local += launch.stride;
+    if (local >= u.count) return enter(launch, unit + launch.stride);
+    unit += launch.stride;
+    token += launch.step_tokens[job];
+    part += static_cast<int>(launch.step_parts[job]);
+    if (part >= u.per_token) {
+      part -= static_cast<int>(u.per_token);
+      ++token;
+    }
+  }
+  __device__ int64_t h0(const StagedLaunch& launch) const { return part * launch.units[job].rows; }
+  __device__ int rows(const StagedLaunch& launch) const {  // heads h0 .. h0 + rows - 1
+    const StagedUnits& u = launch.units[job];
+    return static_cast<int>(u.heads - h0(launch) < u.rows ? u.heads - h0(launch) : u.rows);
   }
 };
 
@@ -82,51 +123,59 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_staged_kernel(c
   const LanePlace lane(half);
   unsigned char* stage0 = staged + warp * kStages * kStageStride;
   uint64_t* full = reinterpret_cast<uint64_t*>(staged + kWarps * kStages * kStageStride) + warp * kStages;
-  const int64_t first = int64_t{blockIdx.x} * kWarps + warp, stride = int64_t{gridDim.x} * kWarps;
+  // The consumer's walk (every lane) and lane 0's, kStages units ahead of it, issuing.
+  UnitWalk here(launch, int64_t{blockIdx.x} * kWarps + warp), ahead = here;
 
   if (leader) {
     for (int s = 0; s < kStages; ++s) cutlass::arch::ClusterBarrier::init(&full[s], 1);
     cutlass::arch::fence_barrier_init();
   }
   __syncwarp();
-  auto issue = [&](int64_t unit, int s) {  // lane 0: unit's rows, cos and sin into stage s
-    const int j = launch.job_of(unit);
+  auto issue = [&](int s) {  // lane 0: ahead's rows, cos and sin into stage s, then the next unit
+    const int j = ahead.job;
     const NormRopeForwardArgs& a = launch.args[j];
-    const StagedUnits::Unit u = launch.units[j].at(unit - launch.first[j]);
+    const int n = ahead.rows(launch);
     unsigned char* dst = stage0 + s * kStageStride;
     const int rope_bytes = a.cos ? int(row_bytes) : 0;
-    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[s], uint32_t(u.n * row_bytes + 2 * rope_bytes));
-    const T* x = static_cast<const T*>(a.x) + (u.token * launch.shape[j].heads + u.h0) * D;
-    cute::SM90_BULK_COPY_G2S::copy(x, &full[s], dst, int32_t(u.n * row_bytes));
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[s], uint32_t(n * row_bytes + 2 * rope_bytes));
+    const T* x = static_cast<const T*>(a.x) + (ahead.token * launch.shape[j].heads + ahead.h0(launch)) * D;
+    cute::SM90_BULK_COPY_G2S::copy(x, &full[s], dst, int32_t(n * row_bytes));
     if (a.cos) {
-      const int64_t r = rope_offset(u.token, launch.shape[j], a.per_token_rope);
+      const int64_t r = rope_offset(ahead.token, launch.shape[j], a.per_token_rope);
       cute::SM90_BULK_COPY_G2S::copy(static_cast<const T*>(a.cos) + r, &full[s], dst + kStageBytes, rope_bytes);
       cute::SM90_BULK_COPY_G2S::copy(static_cast<const T*>(a.sin) + r, &full[s], dst + kStageBytes + rope_bytes,
                                      rope_bytes);
     }
+    ahead.step(launch);
   };
   if (leader) {
-    for (int s = 0; s < kStages; ++s)
-      if (first + s * stride < launch.count) issue(first + s * stride, s);
+    for (int s = 0; s < kStages && !ahead.done(launch); ++s) issue(s);
   }
-  int k = 0;
-  for (int64_t unit = first; unit < launch.count; unit += stride, ++k) {
+  // The norm weight of the lane's chunks, loaded again only when the walk enters another job.
+  int weight_job = -1;
+  HeldWeight<V> weight;
+  for (int k = 0; !here.done(launch); here.step(launch), ++k) {
     const int s = k % kStages;
     cutlass::arch::ClusterBarrier::wait(&full[s], (k / kStages) & 1);
-    const int j = launch.job_of(unit);
+    const int j = here.job;
     const NormRopeForwardArgs& a = launch.args[j];
-    const StagedUnits::Unit u = launch.units[j].at(unit - launch.first[j]);
+    if (j != weight_job) {
+      weight = HeldWeight<V>(WeightRead<W, V>{static_cast<const W*>(a.weight), half}, lane, chunks);
+      weight_job = j;
+    }
+    const int n = here.rows(launch);
+    const int64_t h0 = here.h0(launch);
     const T* xs = reinterpret_cast<const T*>(stage0 + s * kStageStride);
     const T* cs = reinterpret_cast<const T*>(stage0 + s * kStageStride + kStageBytes);
     const RopeRow<T, V> rope(a.cos ? cs : nullptr, cs + D, 0, half, lane, chunks);
-    for (int head0 = 0; head0 < u.n; head0 += lane.rows_per_warp) {
+    for (int head0 = 0; head0 < n; head0 += lane.rows_per_warp) {
       const int head = head0 + lane.slot;
-      RowOffsets at = row_offsets(u.token, u.h0 + head, launch.shape[j], a.transposed);
+      RowOffsets at = row_offsets(here.token, h0 + head, launch.shape[j], a.transposed);
       at.in = head * D;  // in the stage
-      forward_row<T, W, V>(a, D, chunks, lane, xs, rope, at, head < u.n);
+      forward_row<T, V>(a, D, chunks, lane, xs, weight, rope, at, head < n);
     }
     __syncwarp();  // every lane is done with stage s before it is refilled
-    if (leader && unit + kStages * stride < launch.count) issue(unit + kStages * stride, s);
+    if (leader && !ahead.done(launch)) issue(s);
   }
 }
 
