@@ -64,7 +64,8 @@ struct StagedLaunch {
     while (j + 1 < jobs && unit >= first[j + 1]) ++j;
     return j;
   }
-  // Once the jobs are added: the walk's steps for a launch of `blocks` blocks.
+  // Once the jobs are added, before the launch: the walk's steps for a launch of `blocks` blocks
+  // (a launch without them would step by 0 and never end).
   __host__ void set_blocks(int64_t blocks) {
     stride = blocks * kWarps;
     for (int j = 0; j < jobs; ++j) {
