@@ -22,9 +22,9 @@
 // (prefetch.global.L2: 6.4% slower at the H100's global shape) helped; all are described there.
 // What did: the forward's staged kernel (qk_norm_rope_staged.cuh), where TMA bulk copies bring a
 // warp's next units into shared memory, 8 KB in flight a warp and 96 KB an SM, and one launch
-// serves a layer's q, k and v: 74-89% of copy from 4k tokens on the H100 (bench/README.md). It
-// serves bf16 and f16 rows whose pointers allow 16-byte vectors; the register-loaded kernel serves
-// the rest (fp32, other head dims or alignments) and the backward.
+// serves a layer's q, k and v: 87-91% of copy from 8k tokens on the H100 and the H200, 60-76% at
+// 1k (bench/README.md). It serves bf16 and f16 rows whose pointers allow 16-byte vectors; the
+// register-loaded kernel serves the rest (fp32, other head dims or alignments) and the backward.
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
