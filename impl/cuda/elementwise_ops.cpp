@@ -240,8 +240,11 @@ QkvOutputs fused_qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v,
   }
 
   const Tensor cos = rows.cos.contiguous(), sin = rows.sin.contiguous();
-  const Tensor none = at::empty({0}, q.options());
-  auto real = [&](const Tensor& t) { return t.defined() ? t : none; };
+  Tensor none;  // made only where a tensor is absent (KV-shared and K=V layers)
+  auto real = [&](const Tensor& t) {
+    if (!t.defined() && !none.defined()) none = at::empty({0}, q.options());
+    return t.defined() ? t : none;
+  };
   const QkvLayout layout =
       !k.defined() ? QkvLayout::kQueryOnly : v.defined() ? QkvLayout::kKeyAndValue : QkvLayout::kKeyIsValue;
   const variable_list y = QkvNormRope::apply(q, real(k), real(v), q_norm, real(k_norm), cos, sin, eps, layout);

@@ -226,13 +226,7 @@ void launch_staged(const NormRopeForwardJob* jobs, int count, bool* launched, cu
       continue;
     }
     if (!stageable<T, W>(job) || (launch.jobs > 0 && job.shape.head_dim != launch.head_dim)) continue;
-    const int j = launch.jobs++;
-    launch.shape[j] = job.shape;
-    launch.args[j] = job.args;
-    launch.units[j] = StagedUnits(job.shape, job.shape.head_dim * int64_t(sizeof(T)));
-    launch.first[j] = launch.count;
-    launch.count += launch.units[j].count;
-    launch.head_dim = job.shape.head_dim;
+    launch.add(job.shape, job.args, sizeof(T));
     launched[i] = true;
   }
   if (launch.jobs == 0) return;

@@ -47,30 +47,48 @@ struct StagedUnits {
   }
 };
 
+// One job of a launch: its rows and arguments, how its rows fall into units, where its units
+// start among the launch's (`first`), and what a walk's step of `stride` units is in it
+// (`step_tokens` tokens and `step_parts` units).
+struct StagedJob {
+  RowShape shape;
+  NormRopeForwardArgs args;
+  StagedUnits units;
+  int64_t first, step_tokens, step_parts;
+};
+
 // One launch's jobs (one dtype, one head dim; heads > 0): job j's units are the launch's units
-// first[j] .. first[j] + units[j].count - 1. A warp walks the units w, w + stride, ... (stride: the
-// launch's warps); in job j a step of stride units is step_tokens[j] tokens and step_parts[j] units.
+// job[j].first .. job[j].first + job[j].units.count - 1. A warp walks the units w, w + stride, ...
+// (stride: the launch's warps, gridDim.x * kWarps, kept here so that the steps above are computed
+// once, on the host).
 struct StagedLaunch {
   static constexpr int kMaxJobs = 3;
-  RowShape shape[kMaxJobs];
-  NormRopeForwardArgs args[kMaxJobs];
-  StagedUnits units[kMaxJobs];
-  int64_t first[kMaxJobs], step_tokens[kMaxJobs], step_parts[kMaxJobs];
+  StagedJob job[kMaxJobs];
   int jobs;
   int64_t head_dim, count, stride;  // count: all jobs' units
 
   __host__ __device__ int job_of(int64_t unit) const {
     int j = 0;
-    while (j + 1 < jobs && unit >= first[j + 1]) ++j;
+    while (j + 1 < jobs && unit >= job[j + 1].first) ++j;
     return j;
+  }
+  // A job's units after the jobs already added (same head dim; elem_bytes: the dtype's size).
+  __host__ void add(const RowShape& shape, const NormRopeForwardArgs& args, int64_t elem_bytes) {
+    StagedJob& added = job[jobs++];
+    added.shape = shape;
+    added.args = args;
+    added.units = StagedUnits(shape, shape.head_dim * elem_bytes);
+    added.first = count;
+    count += added.units.count;
+    head_dim = shape.head_dim;
   }
   // Once the jobs are added, before the launch: the walk's steps for a launch of `blocks` blocks
   // (a launch without them would step by 0 and never end).
   __host__ void set_blocks(int64_t blocks) {
     stride = blocks * kWarps;
     for (int j = 0; j < jobs; ++j) {
-      step_tokens[j] = stride / units[j].per_token;
-      step_parts[j] = stride % units[j].per_token;
+      job[j].step_tokens = stride / job[j].units.per_token;
+      job[j].step_parts = stride % job[j].units.per_token;
     }
   }
 };
@@ -81,7 +99,7 @@ struct StagedLaunch {
 // instructions as the unit's rows; the division runs when a walk enters a job, at most kMaxJobs
 // times.
 struct UnitWalk {
-  int64_t unit, local, token;  // local: unit - first[job] = token * per_token + part
+  int64_t unit, local, token;  // local: unit - job.first = token * per_token + part
   int job, part;
 
   __device__ UnitWalk(const StagedLaunch& launch, int64_t start) { enter(launch, start); }
@@ -90,25 +108,26 @@ struct UnitWalk {
     unit = at;
     if (done(launch)) return;
     job = launch.job_of(unit);
-    local = unit - launch.first[job];
-    token = local / launch.units[job].per_token;
-    part = static_cast<int>(local - token * launch.units[job].per_token);
+    local = unit - launch.job[job].first;
+    token = local / launch.job[job].units.per_token;
+    part = static_cast<int>(local - token * launch.job[job].units.per_token);
   }
   __device__ void step(const StagedLaunch& launch) {
-    const StagedUnits& u = launch.units[job];
+    const StagedJob& in = launch.job[job];
+    const StagedUnits& u = in.units;
     local += launch.stride;
     if (local >= u.count) return enter(launch, unit + launch.stride);
     unit += launch.stride;
-    token += launch.step_tokens[job];
-    part += static_cast<int>(launch.step_parts[job]);
+    token += in.step_tokens;
+    part += static_cast<int>(in.step_parts);
     if (part >= u.per_token) {
       part -= static_cast<int>(u.per_token);
       ++token;
     }
   }
-  __device__ int64_t h0(const StagedLaunch& launch) const { return part * launch.units[job].rows; }
+  __device__ int64_t h0(const StagedLaunch& launch) const { return part * launch.job[job].units.rows; }
   __device__ int rows(const StagedLaunch& launch) const {  // heads h0 .. h0 + rows - 1
-    const StagedUnits& u = launch.units[job];
+    const StagedUnits& u = launch.job[job].units;
     return static_cast<int>(u.heads - h0(launch) < u.rows ? u.heads - h0(launch) : u.rows);
   }
 };
@@ -133,16 +152,16 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_staged_kernel(c
   }
   __syncwarp();
   auto issue = [&](int s) {  // lane 0: ahead's rows, cos and sin into stage s, then the next unit
-    const int j = ahead.job;
-    const NormRopeForwardArgs& a = launch.args[j];
+    const StagedJob& job = launch.job[ahead.job];
+    const NormRopeForwardArgs& a = job.args;
     const int n = ahead.rows(launch);
     unsigned char* dst = stage0 + s * kStageStride;
     const int rope_bytes = a.cos ? int(row_bytes) : 0;
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full[s], uint32_t(n * row_bytes + 2 * rope_bytes));
-    const T* x = static_cast<const T*>(a.x) + (ahead.token * launch.shape[j].heads + ahead.h0(launch)) * D;
+    const T* x = static_cast<const T*>(a.x) + (ahead.token * job.shape.heads + ahead.h0(launch)) * D;
     cute::SM90_BULK_COPY_G2S::copy(x, &full[s], dst, int32_t(n * row_bytes));
     if (a.cos) {
-      const int64_t r = rope_offset(ahead.token, launch.shape[j], a.per_token_rope);
+      const int64_t r = rope_offset(ahead.token, job.shape, a.per_token_rope);
       cute::SM90_BULK_COPY_G2S::copy(static_cast<const T*>(a.cos) + r, &full[s], dst + kStageBytes, rope_bytes);
       cute::SM90_BULK_COPY_G2S::copy(static_cast<const T*>(a.sin) + r, &full[s], dst + kStageBytes + rope_bytes,
                                      rope_bytes);
@@ -158,11 +177,11 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_staged_kernel(c
   for (int k = 0; !here.done(launch); here.step(launch), ++k) {
     const int s = k % kStages;
     cutlass::arch::ClusterBarrier::wait(&full[s], (k / kStages) & 1);
-    const int j = here.job;
-    const NormRopeForwardArgs& a = launch.args[j];
-    if (j != weight_job) {
+    const StagedJob& job = launch.job[here.job];
+    const NormRopeForwardArgs& a = job.args;
+    if (here.job != weight_job) {
       weight = HeldWeight<V>(WeightRead<W, V>{static_cast<const W*>(a.weight), half}, lane, chunks);
-      weight_job = j;
+      weight_job = here.job;
     }
     const int n = here.rows(launch);
     const int64_t h0 = here.h0(launch);
@@ -171,7 +190,7 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_staged_kernel(c
     const RopeRow<T, V> rope(a.cos ? cs : nullptr, cs + D, 0, half, lane, chunks);
     for (int head0 = 0; head0 < n; head0 += lane.rows_per_warp) {
       const int head = head0 + lane.slot;
-      RowOffsets at = row_offsets(here.token, h0 + head, launch.shape[j], a.transposed);
+      RowOffsets at = row_offsets(here.token, h0 + head, job.shape, a.transposed);
       at.in = head * D;  // in the stage
       forward_row<T, V>(a, D, chunks, lane, xs, weight, rope, at, head < n);
     }

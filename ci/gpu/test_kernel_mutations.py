@@ -1,0 +1,46 @@
+"""ci/gpu/kernel_mutations.txt on the CPU (CTest ci_gpu_results): every mutant's line is well formed
+and its sed edit changes the file it names. The GPU's mutations step (ci/gpu/test.sh) reports an
+edit that changes nothing only once it runs on the GPU host; a kernel refactored on a machine
+without a GPU would otherwise leave its mutant silently stale until then."""
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MUTANTS = Path(__file__).resolve().parent / "kernel_mutations.txt"
+BACKENDS = {"cuda", "cuda-deterministic"}
+DTYPES = {"f32", "bf16", "f16"}
+
+
+def mutants():
+    for line in MUTANTS.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            yield line.split("|", 5)  # as bash's read: the filter keeps its own '|'s
+
+
+def edit_changes(source: Path, edit: str, tmp_path: Path) -> bool:
+    """Applies the sed edit to a copy of source, as ci/gpu/test.sh does to the file itself."""
+    copy = tmp_path / source.name
+    shutil.copyfile(source, copy)
+    subprocess.run(["sed", "-i", edit, str(copy)], check=True)
+    return copy.read_bytes() != source.read_bytes()
+
+
+def test_every_mutant_is_well_formed_and_its_edit_changes_its_file(tmp_path):
+    names = []
+    for fields in mutants():
+        assert len(fields) == 6, f"{MUTANTS.name}: expected NAME|FILE|SED|BACKEND|DTYPE|FILTER: {'|'.join(fields)}"
+        name, file, edit, backend, dtype, pattern = fields
+        names.append(name)
+        assert (ROOT / file).is_file(), f"mutant {name}: no file {file}"
+        assert backend in BACKENDS and dtype in DTYPES, f"mutant {name}: backend {backend}, dtype {dtype}"
+        re.compile(pattern)
+        assert edit_changes(ROOT / file, edit, tmp_path), f"mutant {name}: the edit '{edit}' changes nothing in {file}"
+    assert len(names) == len(set(names)), "two mutants share a name"
+    assert len(names) >= 10
+
+
+def test_an_edit_that_matches_nothing_is_caught(tmp_path):
+    # The negative control of the check above: an edit whose pattern is not in the file.
+    assert not edit_changes(ROOT / "impl/cuda/qk_norm_rope_staged.cuh", "s/no such text in the kernel/x/", tmp_path)
