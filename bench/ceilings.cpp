@@ -1,6 +1,11 @@
 // The device's ceilings, measured in the same run as the ops: the 100% lines for their GB/s and
 // TFLOP/s counters.
-//   ceiling/d2d_copy/cuda/1GiB   copy_ of a 1 GiB buffer into another; bytes = read + write = 2 GiB.
+//   ceiling/d2d_copy/cuda/1GiB   copy_ of a 1 GiB buffer into another; bytes = read + write = 2 GiB:
+//                                the copy ceiling every GB/s is compared with.
+//   ceiling/d2d_copy/cuda/32MiB, /128MiB   the same copy of fewer bytes (64 and 256 MiB moved): what a
+//                                memory-bound launch of that size reaches at most, its launch, first
+//                                DRAM latency and last wave included. A q/k norm + RoPE forward at the
+//                                31B sliding shape moves 65 MiB at S = 1k and 260 MiB at 4k.
 //   ceiling/gemm_bf16/cuda/8192  an 8192 x 8192 x 8192 bf16 matmul (at::mm_out); FLOP = 2 n^3.
 // Registered even without a GPU (listed, then skipped at run time).
 #include <ATen/ATen.h>
@@ -15,7 +20,7 @@ namespace {
 using torch::Tensor;
 
 constexpr int kWarmup = 3;
-constexpr int64_t kCopyBytes = int64_t{1} << 30;
+constexpr int64_t kCopyBytes[] = {int64_t{32} << 20, int64_t{128} << 20, int64_t{1} << 30};
 constexpr int64_t kGemmN = 8192;
 
 struct Copy {
@@ -26,13 +31,15 @@ struct Gemm {
   Tensor a, b, out;
 };
 
-void register_copy(const torch::Device& device) {
-  const std::string name = "ceiling/d2d_copy/cuda/1GiB";
-  register_benchmark(name, [device, name](benchmark::State& state) {
-    run_benchmark(state, device, Work{0, 2.0 * kCopyBytes}, kWarmup, [&] {
-      const Copy& copy = cached_case<Copy>(name, device, 2.0 * kCopyBytes, [&] {
+void register_copy(const torch::Device& device, int64_t bytes) {
+  const bool gib = bytes % (int64_t{1} << 30) == 0;
+  const std::string name =
+      "ceiling/d2d_copy/cuda/" + std::to_string(gib ? bytes >> 30 : bytes >> 20) + (gib ? "GiB" : "MiB");
+  register_benchmark(name, [device, name, bytes](benchmark::State& state) {
+    run_benchmark(state, device, Work{0, 2.0 * double(bytes)}, kWarmup, [&] {
+      const Copy& copy = cached_case<Copy>(name, device, 2.0 * double(bytes), [&] {
         const auto opts = torch::TensorOptions().dtype(torch::kByte).device(device);
-        return Copy{at::ones({kCopyBytes}, opts), at::empty({kCopyBytes}, opts)};
+        return Copy{at::ones({bytes}, opts), at::empty({bytes}, opts)};
       });
       return [dst = copy.dst, src = copy.src]() mutable { dst.copy_(src); };
     });
@@ -58,7 +65,7 @@ void register_gemm(const torch::Device& device) {
 
 void register_ceilings() {
   const torch::Device cuda(torch::kCUDA);
-  register_copy(cuda);
+  for (int64_t bytes : kCopyBytes) register_copy(cuda, bytes);
   register_gemm(cuda);
 }
 

@@ -28,7 +28,8 @@ void print_help() {
   std::cout << "gemma4-bench [--backend-lib=PATH]... [google-benchmark flags]\n"
                "  Benchmarks are named op/backend/device/geometry/S/dtype/direction, e.g.\n"
                "  sliding_attention/cuda/cuda/31b/8192/bf16/fwd or layer_moe/reference/cuda/26b-a4b/4096/bf16/fwdbwd,\n"
-               "  and ceiling/d2d_copy/cuda/1GiB, ceiling/gemm_bf16/cuda/8192; list them with --benchmark_list_tests.\n"
+               "  and ceiling/d2d_copy/cuda/{32MiB,128MiB,1GiB}, ceiling/gemm_bf16/cuda/8192; list them with\n"
+               "  --benchmark_list_tests.\n"
                "  --backend-lib=PATH  also measure the plugin backend at PATH (repeatable)\n"
                "  Repetitions: --benchmark_repetitions=N, else $GEMMA4_BENCH_REPETITIONS, else "
             << kDefaultRepetitions << ".\n\n";
