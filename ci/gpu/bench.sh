@@ -28,8 +28,10 @@
 #             copy ceiling in the same run (decode.json; $MIN_TIME, default 0.02s, $REPS, default 5),
 #             and its table (decode_table.txt: latency, tokens/s, GB/s, fraction of copy).
 # Optional step (only with --only):
-#   ncu       Nsight Compute on the decode kernel of the benchmarks $NCU_CASES (names, space-separated;
-#             default the 31B global layer at 32k, batch 1 and 64): ncu.txt.
+#   ncu       Nsight Compute on the kernels matching $NCU_KERNEL (a regex, default decode_attention_kernel;
+#             e.g. norm_rope_forward_staged, or decode_ for the split and combine kernels) of the
+#             benchmarks $NCU_CASES (names, space-separated; default the 31B global decode layer at 32k,
+#             batch 1 and 64), $NCU_LAUNCHES (default 1) of them after the first 4: ncu.txt.
 # <gpu>: nvidia-smi's GPU name lowercased, spaces as '-' (nvidia-h200, nvidia-h100-80gb-hbm3).
 # Exit 0 when every run passed (no regression) or was skipped, 1 otherwise, 2 on a bad option.
 set -uo pipefail
@@ -174,7 +176,8 @@ if step ncu; then
   i=0
   for c in ${NCU_CASES:-decode_attention_global/cuda/cuda/31b/32768/bf16/b1 decode_attention_global/cuda/cuda/31b/32768/bf16/b64}; do
     i=$((i + 1))
-    run "ncu-$i" 0 "$OUT/ncu-$i.txt" /usr/local/cuda/bin/ncu -k regex:decode_attention_kernel --launch-skip 4 --launch-count 1 \
+    run "ncu-$i" 0 "$OUT/ncu-$i.txt" /usr/local/cuda/bin/ncu -k "regex:${NCU_KERNEL:-decode_attention_kernel}" --launch-skip 4 \
+      --launch-count "${NCU_LAUNCHES:-1}" \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
       --section WarpStateStats --section SchedulerStats \
       build/bin/gemma4-bench --benchmark_filter="^$c(/manual_time)?\$" --benchmark_min_time=5x --benchmark_repetitions=1
