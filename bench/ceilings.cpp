@@ -20,7 +20,12 @@ namespace {
 using torch::Tensor;
 
 constexpr int kWarmup = 3;
-constexpr int64_t kCopyBytes[] = {int64_t{32} << 20, int64_t{128} << 20, int64_t{1} << 30};
+struct CopySize {
+  int64_t bytes;  // of each buffer
+  const char* label;
+};
+constexpr CopySize kCopies[] = {
+    {int64_t{32} << 20, "32MiB"}, {int64_t{128} << 20, "128MiB"}, {int64_t{1} << 30, "1GiB"}};
 constexpr int64_t kGemmN = 8192;
 
 struct Copy {
@@ -31,10 +36,9 @@ struct Gemm {
   Tensor a, b, out;
 };
 
-void register_copy(const torch::Device& device, int64_t bytes) {
-  const bool gib = bytes % (int64_t{1} << 30) == 0;
-  const std::string name =
-      "ceiling/d2d_copy/cuda/" + std::to_string(gib ? bytes >> 30 : bytes >> 20) + (gib ? "GiB" : "MiB");
+void register_copy(const torch::Device& device, const CopySize& size) {
+  const std::string name = std::string("ceiling/d2d_copy/cuda/") + size.label;
+  const int64_t bytes = size.bytes;
   register_benchmark(name, [device, name, bytes](benchmark::State& state) {
     run_benchmark(state, device, Work{0, 2.0 * double(bytes)}, kWarmup, [&] {
       const Copy& copy = cached_case<Copy>(name, device, 2.0 * double(bytes), [&] {
@@ -65,7 +69,7 @@ void register_gemm(const torch::Device& device) {
 
 void register_ceilings() {
   const torch::Device cuda(torch::kCUDA);
-  for (int64_t bytes : kCopyBytes) register_copy(cuda, bytes);
+  for (const CopySize& size : kCopies) register_copy(cuda, size);
   register_gemm(cuda);
 }
 
