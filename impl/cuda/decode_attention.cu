@@ -175,47 +175,53 @@ bool decode_attention_supported(int head_dim, int q_heads, int kv_heads, int que
          q_heads / kv_heads * queries <= kMaxDecodeRows;
 }
 
-// Stages: a step that reads at most kFewTiles key tiles (of 8192 elements of K and of V: 32 KB in
-// bf16; 4096 tiles are 128 MiB, about 1 MB an SM) takes 4 stages, one CTA an SM with three tiles
-// in flight; a larger one 3 stages, two CTAs an SM, whose second CTA hides the first's per-tile
-// chain. Measured on an H200 (the decode benchmarks' 24 bf16 cases at 2, 3 and 4 stages): up to
-// 4096 tiles 4 stages win or tie all but two cases, which they lose by 1.5% (E4B global, 32k B 1
-// and 4k B 8), and win by up to 14% (E4B sliding B 64: 31.4 us against 36.4, with no combining
-// kernel); above, they lose 7-17% (31B sliding B 64: 320 us against 275). On an H100 the small
-// steps lose with 3 stages and two CTAs an SM (31B sliding B 8: 69 us against 66) and with 5 or 6
-// stages and one (69.2-70.2 against 65.5-65.9): bench/README.md, "Stages and bytes in flight".
-// Prefetch: the 3-stage kernel can also have the TMA unit fetch each CTA's next key tile into L2
-// beyond its stages. It depends on the GPU (all 24 bf16 cases, same runs as cuDNN's figures):
-//  - H100 (peak DRAM 3.35 TB/s, 25 GB/s an SM): 1 tile ahead makes the large steps 2-6% faster
-//    (31B sliding B 64: 376 us against 391, 31B global 32k B 64: 5712 against 5999) and leaves
-//    the rest within 1%; 2 and 4 tiles ahead are slower (4 tiles: 31B sliding B 64 613 us).
-//  - H200 (4.8 TB/s, 36 GB/s an SM): 1 tile ahead makes every 3-stage case 9-14% slower (31B
-//    sliding B 64: 312 us against 279, 31B global 32k B 1: 95.6 against 88.0).
-// So it is taken where the peak DRAM bandwidth per SM is below kPrefetchBelowGBps: a threshold
-// between the two GPUs measured, not a model; other GPUs are unmeasured.
-constexpr double kPrefetchBelowGBps = 30.0;
+// Stages, prefetch and CTAs an SM depend on the GPU's peak DRAM bandwidth per SM, measured on the
+// two we have (bench/README.md, "Stages and bytes in flight"; the 24 bf16 decode cases, cuDNN in
+// the same runs). kLowBandwidthPerSmGBps is a threshold between them, not a model; other GPUs are
+// unmeasured. A step of at most kFewTiles key tiles (of 8192 elements of K and of V: 32 KB in
+// bf16; 4096 tiles are 128 MiB, about 1 MB an SM) is "small".
+//  - H200 (4.8 TB/s, 36 GB/s an SM): small steps take 4 stages, one CTA an SM with three tiles in
+//    flight; larger ones 3 stages, two CTAs an SM, whose second CTA hides the first's per-tile
+//    chain. Up to 4096 tiles 4 stages win or tie all but two cases, which they lose by 1.5% (E4B
+//    global, 32k B 1 and 4k B 8), and win by up to 14% (E4B sliding B 64: 31.4 us against 36.4);
+//    above, they lose 7-17% (31B sliding B 64: 320 us against 275). No L2 prefetch: one tile
+//    ahead makes every 3-stage case 9-14% slower (31B global 32k B 1: 95.6 us against 88.0).
+//    Splits planned for two CTAs an SM: planned for one, the large global steps lose 6-7%
+//    (31B global 32k B 8: 585.6 us against 550.6).
+//  - H100 (3.35 TB/s, 25 GB/s an SM): one CTA of 3 stages already draws what the SM can. Every
+//    step takes 3 stages, and the splits are planned for one CTA an SM: a second CTA on an SM adds
+//    no bandwidth there, only the combine kernel (31B sliding B 8 split in two: 68.1 us against
+//    62.5 unsplit) or an uneven share (31B global 32k B 1: 113.5 us against 120.1). 4 stages, or
+//    5 and 6, are slower (31B sliding B 8: 66.0, 69.2-70.2). Large steps also have the TMA unit
+//    fetch each CTA's next key tile into L2 beyond its stages: 2-6% faster (31B sliding B 64:
+//    377 us against 390; 2 and 4 tiles ahead are slower), while the small ones lose up to 1 us
+//    with it (31B sliding 32k B 1: 18.1 against 17.0).
+constexpr double kLowBandwidthPerSmGBps = 30.0;
 constexpr int64_t kFewTiles = 4096;
 
 // Splits: the fewest CTA "tile-times" over the waves they make. A CTA of t tiles costs about t + 2
-// (its pipeline's fill and its epilogue), a wave is every SM's CTAs, and a second kernel costs
-// about 2 more; so long caches of few (batch, kv head) pairs split wide, many pairs do not split.
+// (its pipeline's fill and its epilogue), a wave is every SM's CTAs (one an SM on a GPU of low
+// bandwidth per SM, above), and a second kernel costs about 2 more; so long caches of few (batch,
+// kv head) pairs split wide, many pairs do not split.
 DecodePlan plan_decode_attention(AttentionDtype dtype, const DecodeAttentionArgs& a) {
   DecodePlan plan;
   const int rows = rows_of(a);
   const int tk = decode_tile_keys(a.head_dim);
   const int64_t pairs = int64_t(a.batch) * a.kv_heads;
   const int64_t tiles = tk == 0 ? 0 : (a.start + a.queries - a.first_key + tk - 1) / tk;
-  plan.stages = pairs * tiles <= kFewTiles ? 4 : 3;
   int device = 0;
   cudaGetDevice(&device);
   const DeviceFacts facts = device_facts(device);
-  plan.prefetch = plan.stages == 3 && facts.gbps_per_sm > 0 && facts.gbps_per_sm < kPrefetchBelowGBps ? 1 : 0;
+  const bool low_bandwidth = facts.gbps_per_sm > 0 && facts.gbps_per_sm < kLowBandwidthPerSmGBps;
+  const bool small = pairs * tiles <= kFewTiles;
+  plan.stages = small && !low_bandwidth ? 4 : 3;
+  plan.prefetch = low_bandwidth && !small ? 1 : 0;
   dispatch_decode(dtype, a.head_dim, rows, plan.stages, [&](auto type_tag, auto dim_tag, auto mt_tag, auto s_tag) {
     using T = decltype(type_tag);
     constexpr int D = decltype(dim_tag)::value, MT = decltype(mt_tag)::value, S = decltype(s_tag)::value;
     using C = DecodeConfig<D, MT, S>;
     static_assert(C::TK * D == 8192, "a tile is 8192 elements at every head dim (decode_tile_keys)");
-    const int64_t slots = int64_t(facts.sms) * blocks_per_sm<T, D, MT, S>(device);
+    const int64_t slots = int64_t(facts.sms) * (low_bandwidth ? 1 : blocks_per_sm<T, D, MT, S>(device));
     int64_t best_cost = INT64_MAX;
     for (int64_t s = 1; s <= std::min<int64_t>(tiles, 4096); ++s) {
       const int64_t per = (tiles + s - 1) / s;

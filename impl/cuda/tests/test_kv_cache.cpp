@@ -53,9 +53,10 @@ const std::vector<Case>& cases() {
       {"global_hd256_gqa16x8", 2, 16, 8, 256, 0, {}, {17, 1, 4, 300, 1}},
       {"global_hd64_mqa", 2, 4, 1, 64, 0, {0, 2}, {10, 1, 3, 1}},
       {"sliding16_hd128_gqa4x2", 1, 4, 2, 128, 16, {}, {5, 1, 16, 1, 4}},
-      // Steps large enough for the 3-stage kernel (plan_decode_attention: more than 4096 key
-      // tiles a step; the cases above take the 4-stage one): 31B sliding at batch 16 (256 pairs x
-      // 33 tiles), 31B global at batch 8 (32 pairs x 132 tiles).
+      // Steps large enough for the 3-stage kernel on every GPU (plan_decode_attention: more than
+      // 4096 key tiles a step; the cases above take the 4-stage one where the GPU's bandwidth per
+      // SM is high, as on the H200, and the 3-stage one without the L2 prefetch elsewhere): 31B
+      // sliding at batch 16 (256 pairs x 33 tiles), 31B global at batch 8 (32 pairs x 132 tiles).
       {"sliding1024_hd256_gqa32x16_b16", 16, 32, 16, 256, 1024, {}, {1100, 1, 4, 1}},
       {"global_hd512_gqa32x4_b8", 8, 32, 4, 512, 0, {0, 0, 0, 9, 0, 0, 0, 0}, {1, 2100, 1, 4}},
       // A head dim the decode kernel is not built for: the fallback path.
