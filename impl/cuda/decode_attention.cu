@@ -10,6 +10,7 @@
 
 #include "impl/cuda/decode_attention_kernels.h"
 #include "impl/cuda/decode_split_kernel.cuh"
+#include "impl/cuda/decode_splits.h"
 #include "impl/cuda/device_setup.h"
 
 namespace gemma4::impl::cuda {
@@ -199,10 +200,8 @@ bool decode_attention_supported(int head_dim, int q_heads, int kv_heads, int que
 constexpr double kLowBandwidthPerSmGBps = 30.0;
 constexpr int64_t kFewTiles = 4096;
 
-// Splits: the fewest CTA "tile-times" over the waves they make. A CTA of t tiles costs about t + 2
-// (its pipeline's fill and its epilogue), a wave is every SM's CTAs (one an SM on a GPU of low
-// bandwidth per SM, above), and a second kernel costs about 2 more; so long caches of few (batch,
-// kv head) pairs split wide, many pairs do not split.
+// Splits: choose_decode_splits (decode_splits.h) over every SM's CTAs, one an SM on a GPU of low
+// bandwidth per SM (above).
 DecodePlan plan_decode_attention(AttentionDtype dtype, const DecodeAttentionArgs& a) {
   DecodePlan plan;
   const int rows = rows_of(a);
@@ -222,18 +221,9 @@ DecodePlan plan_decode_attention(AttentionDtype dtype, const DecodeAttentionArgs
     using C = DecodeConfig<D, MT, S>;
     static_assert(C::TK * D == 8192, "a tile is 8192 elements at every head dim (decode_tile_keys)");
     const int64_t slots = int64_t(facts.sms) * (low_bandwidth ? 1 : blocks_per_sm<T, D, MT, S>(device));
-    int64_t best_cost = INT64_MAX;
-    for (int64_t s = 1; s <= std::min<int64_t>(tiles, 4096); ++s) {
-      const int64_t per = (tiles + s - 1) / s;
-      if ((tiles + per - 1) / per != s) continue;  // the same chunks as fewer splits
-      const int64_t waves = (pairs * s + slots - 1) / slots;
-      const int64_t cost = waves * (per + 2) + (s > 1 ? 2 : 0);
-      if (cost < best_cost) {
-        best_cost = cost;
-        plan.splits = int(s);
-        plan.tiles_per_split = int(per);
-      }
-    }
+    const DecodeSplits splits = choose_decode_splits(tiles, pairs, slots);
+    plan.splits = splits.splits;
+    plan.tiles_per_split = splits.tiles_per_split;
     if (plan.splits > 1) plan.workspace_bytes = size_t(pairs) * plan.splits * rows * (D + 2) * sizeof(float);
   });
   return plan;
