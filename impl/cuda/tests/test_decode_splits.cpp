@@ -1,7 +1,8 @@
 // choose_decode_splits (decode_splits.h) without a GPU: over the step sizes and GPUs the decode
-// kernel meets, every plan covers its step's key tiles, leaves no split empty and stays within the
-// split kernel's bounds. The GPU tests (test_kv_cache.cpp, the decode category) see a few plans;
-// a plan that dropped a step's last tiles would read too few keys only at sizes they do not run.
+// kernel meets, every plan covers its step's key tiles, leaves no split empty, stays within the
+// split kernel's bounds and is the plan of least cost over every split count. The GPU tests
+// (test_kv_cache.cpp, the decode category) see a few plans; a plan that dropped a step's last tiles
+// would read too few keys only at sizes they do not run.
 #include "impl/cuda/decode_splits.h"
 
 #include <gtest/gtest.h>
@@ -23,7 +24,18 @@ std::string plan_error(const DecodeSplits& p, int64_t tiles) {
   return "";
 }
 
-TEST(DecodeSplits, EveryPlanCoversItsTilesAndNoSplitIsEmpty) {
+// Every split count tried, the first of the least cost (what the chooser's early stop must keep).
+DecodeSplits exhaustive(int64_t tiles, int64_t pairs, int64_t slots) {
+  DecodeSplits best{1, int(tiles)};
+  int64_t best_cost = -1;
+  for (int64_t s = 1; s <= std::min<int64_t>(tiles, kMaxDecodeSplits); ++s) {
+    const int64_t cost = decode_split_cost(tiles, pairs, slots, s);
+    if (cost >= 0 && (best_cost < 0 || cost < best_cost)) best = {int(s), int((tiles + s - 1) / s)}, best_cost = cost;
+  }
+  return best;
+}
+
+TEST(DecodeSplits, EveryPlanCoversItsTilesAndIsOfLeastCost) {
   // Key tiles a (batch, kv head) pair: every count to 300, then around powers of two and past the
   // split limit (a 32k cache at head dim 512 is 2048 tiles of 16 keys, 128k is 8192).
   std::vector<int64_t> tile_counts;
@@ -39,8 +51,10 @@ TEST(DecodeSplits, EveryPlanCoversItsTilesAndNoSplitIsEmpty) {
   for (int64_t tiles : tile_counts) {
     for (int64_t pairs : pair_counts) {
       for (int64_t slots : slot_counts) {
-        const std::string error = plan_error(choose_decode_splits(tiles, pairs, slots), tiles);
-        ASSERT_EQ(error, "") << "tiles " << tiles << ", pairs " << pairs << ", slots " << slots;
+        const DecodeSplits plan = choose_decode_splits(tiles, pairs, slots), all = exhaustive(tiles, pairs, slots);
+        ASSERT_EQ(plan_error(plan, tiles), "") << "tiles " << tiles << ", pairs " << pairs << ", slots " << slots;
+        ASSERT_EQ(plan.splits, all.splits) << "the early stop changed the plan: tiles " << tiles << ", pairs " << pairs
+                                           << ", slots " << slots;
         ++plans;
       }
     }
