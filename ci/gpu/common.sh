@@ -299,6 +299,17 @@ gpu_cutlass() {
   export CUTLASS_INCLUDE_DIR=$dir/cutlass_library/source/include
 }
 
+# The sources ci/gpu/test.sh's mutation step edited since the build last matched the tree: one
+# whose rebuild did not finish (the time limit, a failed build) leaves the mutant's objects, and the
+# device's copy of the tree brings the source back with its old time, older than those objects, so
+# ninja would keep the mutant (seen on an H100: test_cuda_kv_cache failing 10 cases in the call
+# after the decode mutants). touch_mutated_sources makes them newer; the next whole build clears it.
+MUTATED_SOURCES=build/mutated-sources.txt
+touch_mutated_sources() {
+  [ -s "$MUTATED_SOURCES" ] || return 0
+  echo "rebuilding what a mutation step left built: $(sort -u "$MUTATED_SOURCES" | tr '\n' ' ')"
+  sort -u "$MUTATED_SOURCES" | xargs touch
+}
 # gpu_build: ci/build.sh against the host's CUDA LibTorch, its log in $OUT/build.log (the tail
 # printed on failure); honours GEMMA4_CUDA and BUILD_TARGETS as ci/build.sh does. Under ci/gpu.sh,
 # a stage after one whose build passed reuses that build ($GPU_CI_FULL_BUILD). On failure, sets
@@ -309,6 +320,7 @@ gpu_build() {
     echo "[pass] build: reused (built by an earlier stage of this run)"
     return 0
   fi
+  touch_mutated_sources
   if ! gpu_cutlass > "$OUT/cutlass.log" 2>&1; then
     fail_run build "$(tail -1 "$OUT/cutlass.log")" "$OUT/cutlass.log"
     BUILD_FAILED=1
@@ -319,6 +331,7 @@ gpu_build() {
     [ "$run_code" = 125 ] || BUILD_FAILED=1  # not launched (the time limit): the later steps are not either
     return 1
   fi
+  rm -f "$MUTATED_SOURCES"
 }
 
 # has_cuda_backend: whether the build has the cuda backend (gemma4-conform backends lists it).

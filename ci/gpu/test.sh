@@ -196,11 +196,13 @@ if step mutations; then
   if ! has_cuda_backend; then
     skip_run mutations "$NO_CUDA_BACKEND"
   else
+    touch_mutated_sources  # an earlier call's mutant, not rebuilt, must not ride along
     # One line a mutant: NAME|FILE|SED EXPRESSION|BACKEND|DTYPE|FILTER (the checks that must fail).
     while IFS='|' read -r name file edit backend dtype filter; do
       case "$name" in '' | '#'*) continue ;; esac
       [[ "$name" =~ ${MUTANTS:-.} ]] || continue
       cp "$file" "$OUT/original.src"
+      echo "$file" >> "$MUTATED_SOURCES"  # until build-restored passes (gpu_build reads it)
       sed -i "$edit" "$file"
       if cmp -s "$file" "$OUT/original.src"; then
         fail_run "mutant-$name" "the edit '$edit' changed nothing in $file" "$OUT/original.src"
@@ -213,7 +215,8 @@ if step mutations; then
       cp "$OUT/original.src" "$file"
     done < ci/gpu/kernel_mutations.txt
     rm -f "$OUT/original.src"
-    run build-restored 0 "$OUT/build-restored.log" cmake --build build -j "$(nproc)"
+    run build-restored 0 "$OUT/build-restored.log" cmake --build build -j "$(nproc)" &&
+      rm -f "$MUTATED_SOURCES"
   fi
 fi
 
