@@ -52,7 +52,10 @@ def rows(report):
     """(name, text) per benchmark in report order: its median, else the reason it was skipped."""
     order, medians, errors = medians_and_errors(report)
     for name in order:
-        yield name, cells(name, medians[name], medians) if name in medians else errors.get(name)
+        if name in medians:
+            yield name, cells(name, medians[name], medians)
+        else:  # a benchmark whose repetitions a cut-short run did not finish has neither
+            yield name, errors.get(name, "no median: the run was cut short during its repetitions")
 
 
 def peer_ratios(report):
@@ -71,10 +74,39 @@ def peer_ratios(report):
                    f"dense causal ({'meets' if ratio >= minimum else 'below'} the {minimum}x minimum)")
 
 
-def counts(path):
+def load_report(path):
     with open(path) as f:
-        texts = [text for _, text in rows(json.load(f))]
-    skipped = sum(1 for text in texts if text is None or text.startswith("skipped: "))
+        text = f.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        return salvage(text, error)
+
+
+def salvage(text, error):
+    """What a report cut short holds (a time limit killed gemma4-bench mid-write): its context and
+    every benchmark entry written whole, with "incomplete" set, rather than no table at all."""
+    decoder = json.JSONDecoder()
+    report = {"context": {}, "benchmarks": [], "incomplete": str(error)}
+    try:
+        report["context"] = decoder.raw_decode(text, text.index("{", text.index('"context":')))[0]
+    except ValueError:  # no context, or one cut short (JSONDecodeError is a ValueError)
+        pass
+    at = text.find('"benchmarks":')
+    at = text.find("{", at) if at >= 0 else -1
+    while at >= 0:  # one entry at a time, until the text ends mid-entry
+        try:
+            entry, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            break
+        report["benchmarks"].append(entry)
+        at = text.find("{", end)
+    return report
+
+
+def counts(path):
+    texts = [text for _, text in rows(load_report(path))]
+    skipped = sum(1 for text in texts if text.startswith(("skipped: ", "no median")))
     return f"{len(texts)} benchmarks, {len(texts) - skipped} timed, {skipped} skipped"
 
 
@@ -83,11 +115,13 @@ def main(paths):
         print("; ".join(counts(path) for path in paths[1:]))
         return
     for path in paths:
-        with open(path) as f:
-            report = json.load(f)
+        report = load_report(path)
         context = report["context"]
         print(f"== {path}: {context.get('gpu')} (driver {context.get('nvidia_driver')}), torch {context.get('torch')}, "
               f"git {context.get('git_sha')}")
+        if "incomplete" in report:
+            print(f"-- incomplete report (the run was cut short: {report['incomplete']}): the "
+                  f"{len(report['benchmarks'])} entries written whole")
         table = list(rows(report))
         width = max([58] + [len(name) for name, _ in table])
         for name, text in table:
