@@ -4,6 +4,8 @@
 # summary.txt for the stage) under --out.
 #
 #   ci/gpu/test.sh [--only STEP,...] [--out DIR] [--time-limit S] [--max-files N] [--help]
+#   ci/gpu/test.sh --list-mutants   the mutations step's mutants as it reads them, one a line, the six
+#                         fields of kernel_mutations.txt tab-separated ($MUTANTS applies); no GPU needed
 #   (the options: bash ci/gpu/common.sh --help; ci/gpu.sh runs this as its stage "test")
 #
 # Steps, in this order (each recorded run by run; a run's expected exit is 0 unless it says 1):
@@ -67,6 +69,48 @@ source "$(dirname "$0")/common.sh" || exit 2
 STEPS_DEFAULT=(build ctest compare-transformers golden-verify golden-real conform cuda-backend decode python
   third-party third-party-controls model model-tests real-size calibrate calibrate-cpu)
 STEPS_OPTIONAL=(cuda-ops cuda-quick mutations scoreboard)
+
+# each_mutant FUNCTION: FUNCTION NAME FILE EDIT BACKEND DTYPE FILTER for each line of
+# ci/gpu/kernel_mutations.txt (NAME|FILE|SED EXPRESSION|BACKEND|DTYPE|FILTER: the checks that must
+# fail) whose name matches $MUTANTS. The one reader of that file: its CPU test
+# (ci/gpu/test_kernel_mutations.py) reads what `test.sh --list-mutants` prints from here.
+each_mutant() {
+  local name file edit backend dtype filter
+  while IFS='|' read -r name file edit backend dtype filter; do
+    case "$name" in '' | '#'*) continue ;; esac
+    [[ "$name" =~ ${MUTANTS:-.} ]] || continue
+    "$1" "$name" "$file" "$edit" "$backend" "$dtype" "$filter"
+  done < "$GPU_CI_REPO/ci/gpu/kernel_mutations.txt"
+}
+# run_mutant NAME FILE EDIT BACKEND DTYPE FILTER: the mutations step's run of one mutant: edit, rebuild,
+# the checks (must fail: exit 1 with a failing check in the report), the source restored.
+# shellcheck disable=SC2317 # called through each_mutant
+run_mutant() {
+  local name=$1 file=$2 edit=$3
+  cp "$file" "$OUT/original.src"
+  echo "$file" >> "$MUTATED_SOURCES"  # until build-restored passes (gpu_build reads it)
+  sed -i "$edit" "$file"
+  if cmp -s "$file" "$OUT/original.src"; then
+    fail_run "mutant-$name" "the edit '$edit' changed nothing in $file" "$OUT/original.src"
+  elif ! run "build-mutant-$name" 0 "$OUT/build-mutant-$name.log" cmake --build build -j "$(nproc)"; then
+    tail -20 "$OUT/build-mutant-$name.log"
+  else
+    conform_run "mutant-$name" 1 --backend "$4" --dtype "$5" --filter "$6"
+    grep -h "FAIL" "$OUT/mutant-$name.txt" 2> /dev/null | head -3
+    # Caught means a check failed: exit 1 from an error (no device, a thrown launch) is not that.
+    if [ "$run_code" = 1 ] && ! grep -q '"status": *"fail"' "$OUT/mutant-$name.json" 2> /dev/null; then
+      fail_run "mutant-$name-caught" "exit 1 but no check failed: $(tail -1 "$OUT/mutant-$name.txt")" \
+        "$OUT/mutant-$name.txt"
+    fi
+  fi
+  cp "$OUT/original.src" "$file"
+}
+# shellcheck disable=SC2317 # called through each_mutant
+print_mutant() { printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@"; }
+if [ "${1:-}" = --list-mutants ]; then  # one line a mutant, its six fields tab-separated
+  each_mutant print_mutant
+  exit 0
+fi
 stage_init test "$@"
 CLI=build/bin/gemma4-conform
 
@@ -197,23 +241,7 @@ if step mutations; then
     skip_run mutations "$NO_CUDA_BACKEND"
   else
     touch_mutated_sources  # an earlier call's mutant, not rebuilt, must not ride along
-    # One line a mutant: NAME|FILE|SED EXPRESSION|BACKEND|DTYPE|FILTER (the checks that must fail).
-    while IFS='|' read -r name file edit backend dtype filter; do
-      case "$name" in '' | '#'*) continue ;; esac
-      [[ "$name" =~ ${MUTANTS:-.} ]] || continue
-      cp "$file" "$OUT/original.src"
-      echo "$file" >> "$MUTATED_SOURCES"  # until build-restored passes (gpu_build reads it)
-      sed -i "$edit" "$file"
-      if cmp -s "$file" "$OUT/original.src"; then
-        fail_run "mutant-$name" "the edit '$edit' changed nothing in $file" "$OUT/original.src"
-      elif ! run "build-mutant-$name" 0 "$OUT/build-mutant-$name.log" cmake --build build -j "$(nproc)"; then
-        tail -20 "$OUT/build-mutant-$name.log"
-      else
-        conform_run "mutant-$name" 1 --backend "$backend" --dtype "$dtype" --filter "$filter"
-        grep -h "FAIL" "$OUT/mutant-$name.txt" 2> /dev/null | head -3
-      fi
-      cp "$OUT/original.src" "$file"
-    done < ci/gpu/kernel_mutations.txt
+    each_mutant run_mutant
     rm -f "$OUT/original.src"
     run build-restored 0 "$OUT/build-restored.log" cmake --build build -j "$(nproc)" &&
       rm -f "$MUTATED_SOURCES"
