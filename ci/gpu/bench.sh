@@ -31,7 +31,8 @@
 #   ncu       Nsight Compute on the kernels matching $NCU_KERNEL (a regex, default decode_attention_kernel;
 #             e.g. norm_rope_forward_staged, or decode_ for the split and combine kernels) of the
 #             benchmarks $NCU_CASES (names, space-separated; default the 31B global decode layer at 32k,
-#             batch 1 and 64), $NCU_LAUNCHES (default 1) of them after the first 4: ncu.txt.
+#             batch 1 and 64), $NCU_LAUNCHES (default 1) of them after the first 4: ncu.txt;
+#             $NCU_FLAGS: more ncu flags (e.g. "--section SourceCounters" for where the warps stall).
 # <gpu>: nvidia-smi's GPU name lowercased, spaces as '-' (nvidia-h200, nvidia-h100-80gb-hbm3).
 # Exit 0 when every run passed (no regression) or was skipped, 1 otherwise, 2 on a bad option.
 set -uo pipefail
@@ -176,10 +177,11 @@ if step ncu; then
   i=0
   for c in ${NCU_CASES:-decode_attention_global/cuda/cuda/31b/32768/bf16/b1 decode_attention_global/cuda/cuda/31b/32768/bf16/b64}; do
     i=$((i + 1))
+    # shellcheck disable=SC2086 # NCU_FLAGS: words
     run "ncu-$i" 0 "$OUT/ncu-$i.txt" /usr/local/cuda/bin/ncu -k "regex:${NCU_KERNEL:-decode_attention_kernel}" --launch-skip 4 \
       --launch-count "${NCU_LAUNCHES:-1}" \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
-      --section WarpStateStats --section SchedulerStats \
+      --section WarpStateStats --section SchedulerStats ${NCU_FLAGS:-} \
       build/bin/gemma4-bench --benchmark_filter="^$c(/manual_time)?\$" --benchmark_min_time=5x --benchmark_repetitions=1
     { echo "== $c"; cat "$OUT/ncu-$i.txt"; } >> "$OUT/ncu.txt"
   done
