@@ -141,9 +141,17 @@ cutlass_include() {
   [ -x "$python" ] || { say "set CUTLASS_INCLUDE_DIR (no .venv to install nvidia-cutlass into)" >&2; return 1; }
   if ! $python -c "import importlib.metadata as m, sys; sys.exit(m.version('nvidia-cutlass') != '$CUTLASS_VERSION')" 2>/dev/null; then
     say "installing nvidia-cutlass==$CUTLASS_VERSION (headers only, --no-deps) from PyPI into .venv" >&2
-    $python -m pip install -q --no-deps "nvidia-cutlass==$CUTLASS_VERSION" >&2
+    if ! $python -m pip install -q --no-deps "nvidia-cutlass==$CUTLASS_VERSION" >&2; then
+      say "nvidia-cutlass==$CUTLASS_VERSION could not be installed into .venv (PyPI unreachable?): set" \
+        "CUTLASS_INCLUDE_DIR to CUTLASS's include directory, or GEMMA4_CUDA=off to build without the CUDA backend" >&2
+      return 1
+    fi
   fi
-  $python -c "import importlib.util, os; print(os.path.join(importlib.util.find_spec('cutlass_library').submodule_search_locations[0], 'source', 'include'))"
+  $python -c "import importlib.util, os, sys
+spec = importlib.util.find_spec('cutlass_library')
+if spec is None or not spec.submodule_search_locations:
+    sys.exit('nvidia-cutlass is installed in .venv but has no cutlass_library package: set CUTLASS_INCLUDE_DIR')
+print(os.path.join(list(spec.submodule_search_locations)[0], 'source', 'include'))"
 }
 
 install_debian_packages
