@@ -76,11 +76,12 @@ STEPS_OPTIONAL=(cuda-ops cuda-quick mutations scoreboard)
 # (ci/gpu/test_kernel_mutations.py) reads what `test.sh --list-mutants` prints from here.
 each_mutant() {
   local name file edit backend dtype filter
-  while IFS='|' read -r name file edit backend dtype filter; do
+  # Read on descriptor 3: FUNCTION's commands (builds, the suite) keep the stage's stdin.
+  while IFS='|' read -r -u 3 name file edit backend dtype filter; do
     case "$name" in '' | '#'*) continue ;; esac
     [[ "$name" =~ ${MUTANTS:-.} ]] || continue
     "$1" "$name" "$file" "$edit" "$backend" "$dtype" "$filter"
-  done < "$GPU_CI_REPO/ci/gpu/kernel_mutations.txt"
+  done 3< "$GPU_CI_REPO/ci/gpu/kernel_mutations.txt"
 }
 # run_mutant NAME FILE EDIT BACKEND DTYPE FILTER: the mutations step's run of one mutant: edit, rebuild,
 # the checks (must fail: exit 1 with a failing check in the report), the source restored.
