@@ -13,6 +13,7 @@ import importlib.util
 import json
 import pathlib
 import sys
+import tempfile
 
 spec = importlib.util.spec_from_file_location("summarize", pathlib.Path(__file__).parents[1] / "summarize.py")
 summarize = importlib.util.module_from_spec(spec)
@@ -20,10 +21,13 @@ spec.loader.exec_module(summarize)
 CUT_ROW = "no median"
 
 
-def check_cut(text, whole, fraction):
-    """The failures of the report cut at this fraction of its text."""
+def check_cut(text, whole, fraction, tmp):
+    """The failures of the report cut at this fraction of its text (read as summarize.py reads a file)."""
     cut = text[: int(len(text) * fraction)]
-    report = summarize.salvage(cut, json.JSONDecodeError("cut", cut, len(cut)))
+    tmp.write_text(cut)
+    report = summarize.load_report(tmp)
+    if "incomplete" not in report:
+        return [f"cut at {fraction:.1%}: not flagged incomplete"]
     rows = dict(summarize.rows(report))
     failures = [f"{name}: {row!r}, the whole report says {whole.get(name)!r}" for name, row in rows.items()
                 if row != whole.get(name) and not row.startswith(CUT_ROW)]
@@ -40,7 +44,10 @@ def main(path):
     whole = dict(summarize.rows(json.loads(text)))
     if len(whole) < 2:
         sys.exit(f"{path}: a report of {len(whole)} benchmarks tells nothing")
-    failures = [f for fraction in (0.002, 0.05, 0.3, 0.5, 0.9, 0.999) for f in check_cut(text, whole, fraction)]
+    with tempfile.TemporaryDirectory() as tmp:
+        cut_file = pathlib.Path(tmp) / "cut.json"
+        failures = [f for fraction in (0.002, 0.05, 0.3, 0.5, 0.9, 0.999)
+                    for f in check_cut(text, whole, fraction, cut_file)]
     if failures:
         sys.exit("FAIL\n" + "\n".join(failures))
     print(f"pass: every cut's rows are the whole report's ({len(whole)} benchmarks)")

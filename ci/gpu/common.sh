@@ -307,8 +307,10 @@ gpu_cutlass() {
 MUTATED_SOURCES=build/mutated-sources.txt
 touch_mutated_sources() {
   [ -s "$MUTATED_SOURCES" ] || return 0
-  echo "rebuilding what a mutation step left built: $(sort -u "$MUTATED_SOURCES" | tr '\n' ' ')"
-  sort -u "$MUTATED_SOURCES" | xargs touch
+  local sources
+  sources=$(sort -u "$MUTATED_SOURCES")
+  echo "rebuilding what a mutation step left built: $(tr '\n' ' ' <<< "$sources")"
+  xargs touch <<< "$sources"
 }
 # gpu_build: ci/build.sh against the host's CUDA LibTorch, its log in $OUT/build.log (the tail
 # printed on failure); honours GEMMA4_CUDA and BUILD_TARGETS as ci/build.sh does. Under ci/gpu.sh,
