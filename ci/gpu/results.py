@@ -9,6 +9,10 @@
                                                OUT/STAGE/summary.json -> OUT/junit.xml (one testsuite
                                                per stage; a stage that did not start: a failing one
                                                with why) and OUT/summary.json
+    ci/gpu/results.py failures REPORT.json     how many checks a conform report holds failing (read by
+                                               the package's ConformResult, the report's one reader);
+                                               exit 0 when at least one, 1 when none or unreadable (the
+                                               mutations step: a mutant is caught only by a failing check)
 
 results.tsv: one run a line, tab-separated: step, run, verdict (pass, fail, skipped, not-run),
 exit code, expected exit code, seconds, detail, log (relative to DIR).
@@ -146,6 +150,18 @@ def merge(args):
     return 0
 
 
+def failures(args):
+    try:
+        from gemma4_conform import ConformResult
+        with open(args.report) as f:
+            failing = ConformResult(exit_code=1, report=json.load(f)).failures
+    except (ImportError, OSError, ValueError, KeyError, TypeError) as e:
+        print(f"{args.report}: no failing check read ({type(e).__name__}: {e})")
+        return 1
+    print(f"{args.report}: {len(failing)} failing check(s)")
+    return 0 if failing else 1
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -160,6 +176,9 @@ def main():
     p.add_argument("--not-run", action="append", default=[], metavar="STAGE=REASON",
                    help="a stage that did not start, with why (an error testcase)")
     p.set_defaults(func=merge)
+    p = commands.add_parser("failures", help="whether a conform report holds a failing check")
+    p.add_argument("report")
+    p.set_defaults(func=failures)
     args = parser.parse_args()
     return args.func(args)
 

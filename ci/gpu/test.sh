@@ -99,8 +99,10 @@ run_mutant() {
     conform_run "mutant-$name" 1 --backend "$4" --dtype "$5" --filter "$6"
     grep -h "FAIL" "$OUT/mutant-$name.txt" 2> /dev/null | head -3
     # Caught means a check failed: exit 1 from an error (no device, a thrown launch) is not that.
-    if [ "$run_code" = 1 ] && ! grep -q '"status": *"fail"' "$OUT/mutant-$name.json" 2> /dev/null; then
-      fail_run "mutant-$name-caught" "exit 1 but no check failed: $(tail -1 "$OUT/mutant-$name.txt")" \
+    local counted
+    if [ "$run_code" = 1 ] && ! counted=$(PYTHONPATH=build/python${PYTHONPATH:+:$PYTHONPATH} \
+      python3 ci/gpu/results.py failures "$OUT/mutant-$name.json" 2>&1); then
+      fail_run "mutant-$name-caught" "exit 1 but no check failed ($counted): $(tail -1 "$OUT/mutant-$name.txt")" \
         "$OUT/mutant-$name.txt"
     fi
   fi

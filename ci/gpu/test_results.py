@@ -1,5 +1,6 @@
 """ci/gpu/results.py on made-up stages, on the CPU (CTest ci_gpu_results): the stage's verdict and
 exit status, and its JUnit written through the report module, count what results.tsv says."""
+import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -57,3 +58,23 @@ def test_a_passing_stage_passes_and_a_failing_run_fails_it(tmp_path):
 def test_a_stage_that_recorded_nothing_fails(tmp_path):
     proc, _ = stage(tmp_path, "memory", [])
     assert proc.returncode == 1 and "memory: FAIL: no run recorded" in proc.stdout
+
+
+def test_failures_counts_a_reports_failing_checks(tmp_path):
+    # The mutations step's caught check (ci/gpu/test.sh run_mutant): a report with a failing check
+    # passes it; a report of passing checks only, or no report (the run ended in an error before
+    # writing one), fails it.
+    def failures(report):
+        path = tmp_path / "report.json"
+        if report is not None:
+            path.write_text(json.dumps(report))
+        return subprocess.run([sys.executable, str(RESULTS), "failures", str(path)], capture_output=True, text=True)
+
+    row = {"test": "op_sweep/attention/full-s77", "case": "grads/q", "status": "pass"}
+    caught = failures({"tool": "gemma4-conform", "runs": [{"results": [row, {**row, "status": "fail"}]}]})
+    assert caught.returncode == 0 and "1 failing check(s)" in caught.stdout, caught.stdout + caught.stderr
+    passing = failures({"tool": "gemma4-conform", "runs": [{"results": [row]}]})
+    assert passing.returncode == 1 and "0 failing check(s)" in passing.stdout
+    (tmp_path / "report.json").unlink()
+    missing = failures(None)
+    assert missing.returncode == 1 and "no failing check read (FileNotFoundError" in missing.stdout
