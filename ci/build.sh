@@ -100,10 +100,12 @@ torch_prefix() {
 # The Python package into .venv, built by scikit-build-core in the build directory just built (so
 # only the packaging is new) against .venv's torch. Not with TORCH_PREFIX: that LibTorch's Python
 # is not ours to install into; use PYTHONPATH=$BUILD_DIR/python there.
+# --config-settings, not its short form -C: pip 23.0 (Debian 12's, in a venv of /usr/bin/python3)
+# has only the long one ("no such option: -C").
 install_python_package() {
   [ -n "${TORCH_PREFIX:-}" ] && return 0
   say "installing the Python package gemma4_conform into .venv"
-  .venv/bin/python -m pip install -q --no-build-isolation --no-deps -C "build-dir=$BUILD_DIR" . \
+  .venv/bin/python -m pip install -q --no-build-isolation --no-deps --config-settings="build-dir=$BUILD_DIR" . \
     > "$BUILD_DIR/pip-install.log" 2>&1 || { tail -30 "$BUILD_DIR/pip-install.log"; return 1; }
 }
 
