@@ -62,7 +62,7 @@ GoldenCase generate_model(const ModelCase& mc, const GenerateOptions& o) {
   g.kind = "model";
   g.description = mc.summary;
   g.config = tiny_config(mc, o.configs_dir);
-  g.weights_mode = "stored";
+  g.weights_mode = WeightsMode::kStored;
   g.kv_key = "layer-type";
   const Config config = parse_config(g.config);
   const ModelWeights rounded = random_weights(config, o.seed, o.dtype, o.device);
@@ -80,7 +80,7 @@ GoldenCase generate_layer(const LayerCase& lc, const GenerateOptions& o) {
   g.kind = "layer";
   g.description = lc.summary;
   g.config = load_released_config(lc.released_config, o.configs_dir);
-  g.weights_mode = "generated";
+  g.weights_mode = WeightsMode::kGenerated;
   const Config config = parse_config(g.config);
   g.layer = first_layer_of_type(config, lc.type);
   g.inputs = to_cpu(to_device(make_layer_inputs(config, lc.seq_len, o.seed, false), o.dtype, o.device));
@@ -152,16 +152,19 @@ TensorMap recompute(const GoldenCase& g, const torch::Device& device, const Forw
     const Config config = parse_config(g.config);
     ForwardOptions options = backend;
     options.kv_key = parse_kv_key_convention(g.kv_key);
-    // Real-size cases (golden/real/) store no weights: the counter generator recreates them.
-    const ModelWeights w = g.weights_mode == "generated" ? random_weights(config, g.seed, dtype, device)
-                                                         : weights_from_map(config, g.weights, dtype, device);
+    // Real-size cases (golden/real/) store no weights: the counter generator or the construction
+    // recreates them.
+    const ModelWeights w = g.weights_mode == WeightsMode::kStored ? weights_from_map(config, g.weights, dtype, device)
+                                                                  : seeded_weights(g.weights_mode, config, g.seed, dtype, device);
     got = run_model(config, w, to_device(g.inputs, dtype, device), options);
   } else {
     const Config config = parse_config(g.config);
     const int l = static_cast<int>(g.layer);
     if (l < 0 || l >= config.num_hidden_layers) throw Error("layer " + std::to_string(l) + " is not in the config");
     LayerWeights w;
-    if (g.weights_mode == "generated") {
+    if (g.weights_mode == WeightsMode::kConstructed) {
+      throw Error("layer cases have stored or generated weights, not constructed ones");
+    } else if (g.weights_mode == WeightsMode::kGenerated) {
       w = random_layer_weights(config, l, g.seed, dtype, device);
     } else {
       for (WeightSlot& slot : layer_weight_slots(config, l, w)) *slot.tensor = g.weights.at(slot.name).to(device, dtype);

@@ -99,12 +99,11 @@ DecodeGolden read_decode_golden(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": root attribute 'config' is not JSON: " + e.what());
   }
-  if (file.has_attr("/", "weights")) g.weights_mode = file.attr_string("/", "weights");
-  if (g.weights_mode != "stored" && g.weights_mode != "generated") {
-    throw Error(path + ": root attribute 'weights' is '" + g.weights_mode + "', expected 'stored' or 'generated'");
-  }
-  if (g.weights_mode == "generated") {
-    if (!file.has_attr("/", "seed")) throw Error(path + ": weights = generated but no root attribute 'seed'");
+  g.weights_mode = read_weights_mode(file, path, WeightsMode::kStored);
+  if (g.weights_mode != WeightsMode::kStored) {
+    if (!file.has_attr("/", "seed")) {
+      throw Error(path + ": weights = " + weights_mode_name(g.weights_mode) + " but no root attribute 'seed'");
+    }
     g.seed = static_cast<uint64_t>(file.attr_int("/", "seed"));
   }
   if (!file.has_attr("/", "max_new_tokens")) throw Error(path + ": missing root attribute 'max_new_tokens'");
@@ -154,9 +153,9 @@ DecodeGolden read_decode_golden(const std::string& path) {
 }
 
 Model decode_model(const DecodeGolden& g, torch::ScalarType dtype, const torch::Device& device) {
-  if (g.weights_mode == "stored") return load_model(g.case_dir, dtype, device);
+  if (g.weights_mode == WeightsMode::kStored) return load_model(g.case_dir, dtype, device);
   const Config config = parse_config(g.config);
-  return Model(config, random_weights(config, g.seed, dtype, device));
+  return Model(config, seeded_weights(g.weights_mode, config, g.seed, dtype, device));
 }
 
 TensorMap decode_candidate(const DecodeGolden& g, const Model& model, const GenerateOptions& options,

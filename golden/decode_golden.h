@@ -18,9 +18,9 @@ namespace gemma4::golden {
 struct DecodeGolden {
   std::string path, name, description, generator;
   std::string case_dir;  // the directory of the file: config.json and the checkpoint
-  // "stored": the checkpoint in case_dir; "generated" (golden/real/): the counter generator's
-  // weights for `seed` (FORMAT.md, "Real-size goldens").
-  std::string weights_mode = "stored";
+  // stored: the checkpoint in case_dir; generated or constructed (golden/real/): the weights for
+  // `seed` (FORMAT.md, "Real-size goldens").
+  WeightsMode weights_mode = WeightsMode::kStored;
   uint64_t seed = 0;
   nlohmann::json config;
   int64_t max_new_tokens = 0;

@@ -116,7 +116,7 @@ void write_golden(const std::string& path, const GoldenCase& g) {
     file.set_attr("/", "gpu_name", g.provenance.gpu_name);
   }
   file.set_attr("/", "tolerance_class", g.tolerance_class());
-  if (g.kind != "op") file.set_attr("/", "weights", g.weights_mode);
+  if (g.kind != "op") write_weights_mode(file, g.weights_mode);
   if (g.kind == "model") file.set_attr("/", "kv_key", g.kv_key);
   if (g.kind == "layer") file.set_attr("/", "layer", g.layer);
   if (!g.truth.empty()) file.set_attr("/", "truth_dtype", std::string("f32"));
@@ -164,7 +164,10 @@ GoldenCase read_golden(const std::string& path, bool need_baseline) {
   }
   if (!file.has_attr("/", "seed")) throw Error(path + ": missing root attribute 'seed'");
   g.seed = static_cast<uint64_t>(file.attr_int("/", "seed"));
-  if (g.kind != "op") g.weights_mode = required_string(file, "weights");
+  if (g.kind != "op") {
+    required_string(file, "weights");
+    g.weights_mode = read_weights_mode(file, path, WeightsMode::kStored);
+  }
   if (g.kind == "model") g.kv_key = required_string(file, "kv_key");
   if (g.kind == "layer") {
     if (!file.has_attr("/", "layer")) throw Error(path + ": missing root attribute 'layer'");
@@ -179,7 +182,7 @@ GoldenCase read_golden(const std::string& path, bool need_baseline) {
   g.upstream = read_optional_group(file, "upstream");
   g.expected = read_optional_group(file, "expected");
   g.truth = read_optional_group(file, "truth");
-  if (g.weights_mode == "stored" && g.weights.empty()) throw Error(path + ": weights = stored but no 'weights' group");
+  if (g.kind != "op" && g.weights_mode == WeightsMode::kStored && g.weights.empty()) throw Error(path + ": weights = stored but no 'weights' group");
 
   // Reduced precision is judged against the truth: the file must carry it, for every dataset.
   if (g.dtype != "f32") {

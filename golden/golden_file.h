@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "golden/weights_mode.h"
+
 namespace gemma4::h5 {
 class File;
 }
@@ -35,7 +37,7 @@ struct GoldenCase {
   std::string dtype;        // "f32", "bf16" or "f16"
   uint64_t seed = 0;
   Provenance provenance;
-  std::string weights_mode;  // model/layer: "stored" or "generated"
+  WeightsMode weights_mode = WeightsMode::kStored;  // model and layer cases
   std::string kv_key;        // model: "layer-type" or "layer-index"
   int64_t layer = -1;        // layer: the layer of `config` that was run
 

@@ -136,11 +136,11 @@ ALLOWED = {
     "dtype": {"f32", "bf16", "f16"},
     "device": {"cpu", "cuda"},
     "tolerance_class": {"fp32", "reduced-precision"},
-    "weights": {"stored", "generated"},
+    "weights": {"stored", "generated", "constructed"},
     "kv_key": {"layer-type", "layer-index"},
     "truth_dtype": {"f32"},
 }
-INT_ATTRS = ("format_version", "seed", "layer")
+INT_ATTRS = ("format_version", "seed", "layer", "construction")
 # Computed in float32 whatever the dtype: transformers' loss upcasts the logits (reference/GEMMA4.md,
 # Forward step 7), so a bf16 run's loss is not a bf16 value.
 FP32_ALWAYS = {"expected/outputs/loss"}
@@ -165,6 +165,8 @@ def check_attrs(attrs: dict[str, object]) -> None:
         required += ["cuda_version", "gpu_name"]
     if attrs.get("dtype") in ("bf16", "f16"):
         required += ["truth_dtype", "baseline_family"]
+    if attrs.get("weights") == "constructed":
+        required += ["construction"]
     missing = [name for name in required if name not in attrs]
     if missing:
         raise CheckError(f"missing root attributes: {', '.join(missing)}")

@@ -62,6 +62,7 @@ from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from constructed_weights import BOS_ID, CONSTRUCTION, constructed_weight  # noqa: E402
 from golden_h5py_check import generated_weight  # noqa: E402  (the counter generator, verified there)
 from hf_cases import DTYPES, PAD_ID, judged_rule, set_deterministic, write_golden  # noqa: E402
 from hf_decode_cases import greedy  # noqa: E402
@@ -85,26 +86,27 @@ GEOMETRIES = {
 }
 
 
-def real_config(geometry: str) -> dict[str, Any]:
-    """The released text config with the reductions of the module docstring."""
+def real_config(geometry: str, full_width: bool = False) -> dict[str, Any]:
+    """The released text config with the reductions of the module docstring; `full_width` keeps the
+    released hidden, intermediate and per-layer widths and head counts (vocabulary and layers
+    reduced all the same)."""
     file_name, sliding, shared_tail = GEOMETRIES[geometry]
     released = json.loads((CONFIGS / file_name).read_text())
     text = dict(released.get("text_config", released))
-    ratio = text["num_attention_heads"] // HEADS
     layer_types = [SLIDING] * sliding + [FULL] + ([SLIDING, FULL] if shared_tail else [])
-    text.update(
-        hidden_size=HIDDEN, num_attention_heads=HEADS, intermediate_size=INTERMEDIATE,
-        num_key_value_heads=text["num_key_value_heads"] // ratio,
-        num_hidden_layers=len(layer_types), layer_types=layer_types,
-        num_kv_shared_layers=2 if shared_tail else 0,
-        vocab_size=VOCAB, vocab_size_per_layer_input=VOCAB, pad_token_id=PAD_ID,
-    )
-    if text.get("num_global_key_value_heads"):
-        text["num_global_key_value_heads"] = max(1, text["num_global_key_value_heads"] // ratio)
-    if text.get("hidden_size_per_layer_input"):
-        text["hidden_size_per_layer_input"] = PLE_WIDTH
-    if text.get("enable_moe_block"):
-        text["moe_intermediate_size"] = MOE_INTERMEDIATE
+    text.update(num_hidden_layers=len(layer_types), layer_types=layer_types,
+                num_kv_shared_layers=2 if shared_tail else 0,
+                vocab_size=VOCAB, vocab_size_per_layer_input=VOCAB, pad_token_id=PAD_ID, bos_token_id=BOS_ID)
+    if not full_width:
+        ratio = text["num_attention_heads"] // HEADS
+        text.update(hidden_size=HIDDEN, num_attention_heads=HEADS, intermediate_size=INTERMEDIATE,
+                    num_key_value_heads=text["num_key_value_heads"] // ratio)
+        if text.get("num_global_key_value_heads"):
+            text["num_global_key_value_heads"] = max(1, text["num_global_key_value_heads"] // ratio)
+        if text.get("hidden_size_per_layer_input"):
+            text["hidden_size_per_layer_input"] = PLE_WIDTH
+        if text.get("enable_moe_block"):
+            text["moe_intermediate_size"] = MOE_INTERMEDIATE
     for drop in ("model_type", "architectures", "dtype", "torch_dtype", "transformers_version"):
         text.pop(drop, None)
     return text
@@ -114,16 +116,34 @@ def seq_len(config: dict[str, Any]) -> int:
     return 2 * config["sliding_window"] + 1
 
 
-def make_inputs(config: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
+def planted_tokens(length: int, seed: int, starts: list[int], marks: list[tuple[int, int]]) -> torch.Tensor:
+    """Tokens for a constructed model: BOS at each sequence start (where its sink heads find it), the
+    marker token (the vocabulary's last) at each pair of `marks`, one more than a window before the
+    other (a copy only a global layer's retrieval heads can fetch), random tokens from 3 to V - 2
+    elsewhere: no BOS, marker or pad id among them."""
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(BOS_ID + 1, VOCAB - 1, (length,), generator=generator, dtype=torch.int64)
+    ids[starts] = BOS_ID
+    for early, late in marks:
+        ids[[early, late]] = VOCAB - 1
+    return ids
+
+
+def make_inputs(config: dict[str, Any], seed: int, planted: bool = True) -> dict[str, torch.Tensor]:
     """Row 0 left-padded, row 1 two packed sequences; labels -100 on padding, after padding and at
-    the packed row's second start (a collator never asks one sequence to predict the next)."""
+    the packed row's second start (a collator never asks one sequence to predict the next).
+    `planted`: the tokens of a constructed model (planted_tokens); else uniform from 1 to V - 1."""
     S, window = seq_len(config), config["sliding_window"]
-    generator = torch.Generator().manual_seed(seed + 1)
-    ids = torch.randint(1, VOCAB, (2, S), generator=generator, dtype=torch.int64)  # no real pad id
+    first = window + 7  # the first packed sequence passes its own window; the second starts inside one
+    if planted:
+        ids = torch.stack([planted_tokens(S, seed + 1, [LEFT_PADDING], [(LEFT_PADDING + 2, S - 2)]),
+                           planted_tokens(S, seed + 3, [0, first], [(2, first - 2)])])
+    else:
+        generator = torch.Generator().manual_seed(seed + 1)
+        ids = torch.randint(1, VOCAB, (2, S), generator=generator, dtype=torch.int64)  # no real pad id
     mask = torch.ones_like(ids)
     mask[0, :LEFT_PADDING] = 0
     ids = torch.where(mask.bool(), ids, PAD_ID)
-    first = window + 7  # the first packed sequence passes its own window; the second starts inside one
     positions = torch.arange(S).repeat(2, 1)
     positions[1, first:] = torch.arange(S - first)
     labels = ids.clone()
@@ -132,8 +152,16 @@ def make_inputs(config: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": mask, "position_ids": positions, "labels": labels}
 
 
-def build_model(config: dict[str, Any], dtype_name: str, seed: int, truth: bool, device: str) -> torch.nn.Module:
-    """transformers' model with the counter generator's weights rounded to the dtype; `truth`:
+WEIGHTS = ("constructed", "generated")  # golden/FORMAT.md: "Constructed weights", "Generated tensors"
+
+
+def model_weight(mode: str, config: dict[str, Any], seed: int, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    return constructed_weight(config, seed, name, shape) if mode == "constructed" else generated_weight(seed, name, shape)
+
+
+def build_model(config: dict[str, Any], dtype_name: str, seed: int, truth: bool, device: str,
+                weights: str = "constructed") -> torch.nn.Module:
+    """transformers' model with the constructed (or generated) weights rounded to the dtype; `truth`:
     those rounded values widened to float32 (the tolerance rule's truth)."""
     model = Gemma4ForCausalLM(Gemma4TextConfig(**config)).float()
     decoder = model.model
@@ -141,7 +169,7 @@ def build_model(config: dict[str, Any], dtype_name: str, seed: int, truth: bool,
     tensors.update({n: b for n, b in decoder.named_buffers() if n.endswith("layer_scalar")})
     with torch.no_grad():
         for name, tensor in tensors.items():
-            value = torch.from_numpy(generated_weight(seed, name, tuple(tensor.shape)))
+            value = torch.from_numpy(model_weight(weights, config, seed, name, tuple(tensor.shape)))
             tensor.copy_(value.to(DTYPES[dtype_name]).float())
     if not truth:
         # .to(dtype) casts every float buffer, RoPE's inv_freq too (transformers #25681: the angle
@@ -186,15 +214,24 @@ def run(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> dict[str, to
     return tree
 
 
-def attrs(geometry: str, config: dict[str, Any], dtype_name: str, device: str, seed: int) -> dict[str, Any]:
+def weights_attrs(weights: str) -> dict[str, Any]:
+    return {"weights": weights, **({"construction": np.int64(CONSTRUCTION)} if weights == "constructed" else {})}
+
+
+def case_label(geometry: str, full_width: bool) -> str:
+    return f"{geometry}-full-width" if full_width else geometry
+
+
+def attrs(label: str, config: dict[str, Any], dtype_name: str, device: str, seed: int, weights: str) -> dict[str, Any]:
     a: dict[str, Any] = {
-        "format_version": np.int64(2), "kind": "model", "case": f"real/{geometry}",
-        "description": f"{geometry} at its released head dims and window {config['sliding_window']}, "
-                       f"S = {seq_len(config)}, a left-padded and a packed row (transformers)",
+        "format_version": np.int64(2), "kind": "model", "case": f"real/{label}",
+        "description": f"{label} at its released head dims and window {config['sliding_window']}, hidden width "
+                       f"{config['hidden_size']}, S = {seq_len(config)}, a left-padded and a packed row, "
+                       f"{weights} weights (transformers)",
         "generator": f"transformers {transformers.__version__}", "config": json.dumps(config, sort_keys=True),
         "dtype": dtype_name, "device": device, "seed": np.int64(seed), "torch_version": str(torch.__version__),
         "tolerance_class": "fp32" if dtype_name == "f32" else "reduced-precision",
-        "weights": "generated", "kv_key": "layer-type",
+        "kv_key": "layer-type", **weights_attrs(weights),
     }
     if dtype_name != "f32":
         a["truth_dtype"] = "f32"
@@ -203,33 +240,36 @@ def attrs(geometry: str, config: dict[str, Any], dtype_name: str, device: str, s
     return a
 
 
-def generate(geometry: str, dtype_name: str, out: Path, device: str, seed: int) -> Path:
+def generate(geometry: str, dtype_name: str, out: Path, device: str, seed: int, weights: str = "constructed",
+             full_width: bool = False) -> Path:
     set_deterministic(seed)
-    config = real_config(geometry)
-    inputs = make_inputs(config, seed)
+    config = real_config(geometry, full_width)
+    inputs = make_inputs(config, seed, planted=weights == "constructed")
     on_device = {k: v.to(device) for k, v in inputs.items()}
-    expected = run(build_model(config, dtype_name, seed, False, device), on_device)
+    expected = run(build_model(config, dtype_name, seed, False, device, weights), on_device)
     datasets = {f"inputs/{k}": v for k, v in inputs.items()}
     datasets.update({f"expected/{k}": v for k, v in expected.items()})
     datasets.update({f"judged/{k}": m for k, m in judged_rule()(inputs, expected, PAD_ID).items()})
     if dtype_name != "f32":
-        truth = run(build_model(config, dtype_name, seed, True, device), on_device)
+        truth = run(build_model(config, dtype_name, seed, True, device, weights), on_device)
         datasets.update({f"truth/{k}": v for k, v in truth.items()})
-    path = out / f"{geometry}.{dtype_name}.h5"
+    label = case_label(geometry, full_width)
+    path = out / f"{label}.{dtype_name}.h5"
     out.mkdir(parents=True, exist_ok=True)
-    write_golden(path, attrs(geometry, config, dtype_name, device, seed), datasets)
+    write_golden(path, attrs(label, config, dtype_name, device, seed, weights), datasets)
     return path
 
 
-def candidate(geometry: str, dtype_name: str, out: Path, device: str, seed: int, attn: str, bug: str) -> Path:
+def candidate(geometry: str, dtype_name: str, out: Path, device: str, seed: int, attn: str, bug: str,
+              weights: str = "constructed", full_width: bool = False) -> Path:
     """A candidate file: transformers run as another implementation would, on the golden's inputs."""
     set_deterministic(seed)
-    config = real_config(geometry)
-    model = build_model(config, dtype_name, seed, False, device)
+    config = real_config(geometry, full_width)
+    model = build_model(config, dtype_name, seed, False, device, weights)
     model.config._attn_implementation = attn
     if bug == "no-softcap":
         model.config.final_logit_softcapping = None
-    inputs = {k: v.to(device) for k, v in make_inputs(config, seed).items()}
+    inputs = {k: v.to(device) for k, v in make_inputs(config, seed, planted=weights == "constructed").items()}
     write_candidate(out, run(model, inputs), {"generator": f"transformers {transformers.__version__} "
                                                            f"({attn} attention, bug {bug})", "dtype": dtype_name})
     return out
@@ -239,32 +279,38 @@ NEW_TOKENS, DECODE_EXTRA, DECODE_PADDING = 8, 40, 45
 
 
 @torch.no_grad()
-def generate_decode(geometry: str, out: Path, seed: int) -> Path:
-    """<geometry>.decode.f32.h5 (golden/FORMAT.md, "Decode goldens", real-size files)."""
+def generate_decode(geometry: str, out: Path, seed: int, weights: str = "constructed", full_width: bool = False) -> Path:
+    """<geometry>.decode.f32.h5 (golden/FORMAT.md, "Decode goldens", real-size files). Constructed
+    weights: row 0 starts with BOS after its padding, row 1 with BOS and a marker that recurs at its
+    last prompt token, more than a window later."""
     set_deterministic(seed)
-    config = real_config(geometry)
+    config = real_config(geometry, full_width)
     S = config["sliding_window"] + DECODE_EXTRA
-    generator = torch.Generator().manual_seed(seed + 2)
-    ids = torch.randint(1, VOCAB, (2, S), generator=generator, dtype=torch.int64)
+    if weights == "constructed":
+        ids = torch.stack([planted_tokens(S, seed + 2, [DECODE_PADDING], [(DECODE_PADDING + 2, S - 1)]),
+                           planted_tokens(S, seed + 4, [0], [(2, S - 1)])])
+    else:
+        generator = torch.Generator().manual_seed(seed + 2)
+        ids = torch.randint(1, VOCAB, (2, S), generator=generator, dtype=torch.int64)
     mask = torch.ones_like(ids)
     mask[0, :DECODE_PADDING] = 0
     ids = torch.where(mask.bool(), ids, PAD_ID)
-    model = build_model(config, "f32", seed, True, "cpu")
+    model = build_model(config, "f32", seed, True, "cpu", weights)
     result = greedy(model, ids, mask, NEW_TOKENS)
     scores = torch.stack(result.logits)  # [N, B, V]
     if not torch.equal(result.sequences[:, :S], ids) or not torch.equal(result.sequences[:, S:],
                                                                        scores.argmax(-1).transpose(0, 1)):
         raise RuntimeError("generate's sequences are not the prompt and the argmax of its scores")
     attrs = {
-        "format_version": np.int64(2), "kind": "decode", "name": f"real/{geometry}/decode",
+        "format_version": np.int64(2), "kind": "decode", "name": f"real/{case_label(geometry, full_width)}/decode",
         "description": f"greedy decode, {NEW_TOKENS} tokens after {S} (window {config['sliding_window']} + "
                        f"{DECODE_EXTRA}; row 0 left-padded by {DECODE_PADDING}): {geometry}, real head dims",
         "config": json.dumps(config, sort_keys=True), "dtype": "f32", "device": "cpu",
         "generator": f"transformers {transformers.__version__}", "torch_version": str(torch.__version__),
         "max_new_tokens": np.int64(NEW_TOKENS), "kv_key": "layer-type",
-        "weights": "generated", "seed": np.int64(seed),
+        "seed": np.int64(seed), **weights_attrs(weights),
     }
-    path = out / f"{geometry}.decode.f32.h5"
+    path = out / f"{case_label(geometry, full_width)}.decode.f32.h5"
     out.mkdir(parents=True, exist_ok=True)
     write_golden(path, attrs, {"inputs/input_ids": ids, "inputs/attention_mask": mask,
                                "expected/sequences": result.sequences, "expected/scores": scores})
@@ -282,6 +328,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--conform", type=Path, help="gemma4-conform, to fill baseline/ of bf16/f16 files")
     p.add_argument("--decode", action="store_true", help="write the decode goldens (f32) instead")
+    p.add_argument("--weights", choices=WEIGHTS, default="constructed",
+                   help="constructed (trained-like, FORMAT.md) or generated (plain random, the files before it)")
+    p.add_argument("--full-width", action="store_true",
+                   help="the released hidden, intermediate and per-layer widths and head counts (<geometry>-full-width.*)")
     p.add_argument("--print-config", metavar="GEOMETRY", choices=sorted(GEOMETRIES),
                    help="print the reduced config and exit")
     p.add_argument("--candidate", type=Path, metavar="FILE.h5",
@@ -291,13 +341,14 @@ def main(argv: list[str]) -> int:
                    help="--candidate: plant one bug (a negative control)")
     args = p.parse_args(argv)
     if args.print_config:
-        print(json.dumps(real_config(args.print_config), indent=1, sort_keys=True))
+        print(json.dumps(real_config(args.print_config, args.full_width), indent=1, sort_keys=True))
         return 0
     if args.candidate:
         if len(args.geometry) != 1 or len(args.dtype) != 1:
             p.error("--candidate needs exactly one --geometry and one --dtype")
         start = time.monotonic()
-        candidate(args.geometry[0], args.dtype[0], args.candidate, args.device, args.seed, args.attn, args.bug)
+        candidate(args.geometry[0], args.dtype[0], args.candidate, args.device, args.seed, args.attn, args.bug,
+                  args.weights, args.full_width)
         print(f"wrote {args.candidate} ({args.geometry[0]} {args.dtype[0]}, {args.attn} attention, bug {args.bug}): "
               f"{time.monotonic() - start:.1f} s", flush=True)
         return 0
@@ -306,14 +357,14 @@ def main(argv: list[str]) -> int:
     if args.decode:
         for geometry in args.geometry:
             start = time.monotonic()
-            path = generate_decode(geometry, args.out, args.seed)
+            path = generate_decode(geometry, args.out, args.seed, args.weights, args.full_width)
             print(f"{path}: {path.stat().st_size} bytes, {time.monotonic() - start:.1f} s", flush=True)
         return 0
     reduced = []
     for geometry in args.geometry:
         for dtype_name in args.dtype:
             start = time.monotonic()
-            path = generate(geometry, dtype_name, args.out, args.device, args.seed)
+            path = generate(geometry, dtype_name, args.out, args.device, args.seed, args.weights, args.full_width)
             print(f"{path}: {path.stat().st_size} bytes, {time.monotonic() - start:.1f} s", flush=True)
             if dtype_name != "f32":
                 reduced.append(str(path))

@@ -46,7 +46,7 @@ TEST(GoldenFile, RoundTripKeepsEveryDatasetAndAttribute) {
   EXPECT_EQ(r.name, "model/e2b");
   EXPECT_EQ(r.dtype, "bf16");
   EXPECT_EQ(r.kv_key, "layer-type");
-  EXPECT_EQ(r.weights_mode, "stored");
+  EXPECT_EQ(r.weights_mode, golden::WeightsMode::kStored);
   EXPECT_EQ(r.config, g.config);
   EXPECT_EQ(r.tolerance_class(), "reduced-precision");
   for (const auto& [group, a, b] : {std::tuple{"inputs", &g.inputs, &r.inputs}, {"weights", &g.weights, &r.weights},
@@ -133,7 +133,7 @@ TEST(GoldenFile, BadFilesAreRefusedNamingTheProblem) {
 TEST(GoldenFile, CommittedModelWeightsAndInputsAreTheSeededOnes) {
   for (const char* name : {"e2b", "26b-a4b"}) {
     const GoldenCase g = read_golden(std::string(GEMMA4_SOURCE_DIR) + "/golden/reference/model/" + name + ".f32.h5", false);
-    ASSERT_EQ(g.weights_mode, "stored") << name;
+    ASSERT_EQ(g.weights_mode, golden::WeightsMode::kStored) << name;
     const Config config = parse_config(g.config);
     for (uint64_t seed : {g.seed, g.seed + 1}) {
       const TensorMap weights = weights_to_map(config, random_weights(config, seed, torch::kFloat32, torch::kCPU));
@@ -191,7 +191,7 @@ TEST(GoldenVerify, LayerCasesRecomputeFromTheSeed) {
   g.config = tiny_config(model_cases()[3], released_configs_dir());
   g.dtype = "f32";
   g.seed = 3;
-  g.weights_mode = "generated";
+  g.weights_mode = golden::WeightsMode::kGenerated;
   const Config config = parse_config(g.config);
   g.layer = first_layer_of_type(config, LayerType::kFull);
   g.inputs = make_layer_inputs(config, 16, g.seed, false);

@@ -53,7 +53,7 @@ std::map<std::string, std::string> attributes(const GoldenCase& g) {
           {"torch_version", g.provenance.torch_version},
           {"cuda_version", g.provenance.cuda_version},
           {"gpu_name", g.provenance.gpu_name},
-          {"weights", g.weights_mode},
+          {"weights", weights_mode_name(g.weights_mode)},
           {"kv_key", g.kv_key},
           {"layer", std::to_string(g.layer)}};
 }

@@ -4,6 +4,8 @@
 
 #include "golden/candidate.h"
 #include "golden/golden_file.h"
+#include "golden/model_cases.h"
+#include "golden/weights_mode.h"
 #include "reference/error.h"
 #include "tools/cli/golden_report.h"
 #include "tools/python/bindings.h"
@@ -56,6 +58,25 @@ CheckResult judge(const golden::GoldenCase& g, const std::string& golden_path, c
   return result;
 }
 
+// The weights a model case runs with: its weights/ group, or the generated or constructed weights
+// for its seed, rounded to its dtype (float32 values).
+golden::TensorMap model_weights(const golden::GoldenCase& g) {
+  if (g.kind != "model") throw Error(g.name + " is a " + g.kind + " case: only model cases hold a whole model's weights");
+  if (g.weights_mode == golden::WeightsMode::kStored) return g.weights;
+  const Config config = parse_config(g.config);
+  const ModelWeights w = golden::seeded_weights(g.weights_mode, config, g.seed, golden::dtype_from_name(g.dtype), torch::kCPU);
+  golden::TensorMap out = golden::weights_to_map(config, w);
+  for (auto& [name, t] : out) t = t.to(torch::kFloat32);
+  return out;
+}
+
+golden::WeightsMode seeded_mode(const std::string& name) {
+  for (golden::WeightsMode m : {golden::WeightsMode::kGenerated, golden::WeightsMode::kConstructed}) {
+    if (name == golden::weights_mode_name(m)) return m;
+  }
+  throw Error("weights mode '" + name + "': expected 'generated' or 'constructed'");
+}
+
 // A judged candidate as the one report, as `golden check` writes it.
 conformance::Report check_report(const CheckResult& r) {
   return {"golden check", {cli::golden_run(r.candidate_label + " against " + r.golden_path, r.dtype, r.report)}};
@@ -80,6 +101,11 @@ void bind_golden(py::module_& m) {
       .def_property_readonly("expected", [](const golden::GoldenCase& g) { return to_python(g.expected); })
       .def_property_readonly("truth", [](const golden::GoldenCase& g) { return to_python(g.truth); })
       .def_property_readonly("judged", [](const golden::GoldenCase& g) { return to_python(g.judged); })
+      .def_property_readonly("weights_mode", [](const golden::GoldenCase& g) { return weights_mode_name(g.weights_mode); },
+                             "'stored', 'generated' or 'constructed' (FORMAT.md)")
+      .def(
+          "model_weights", [](const golden::GoldenCase& g) { return to_python(model_weights(g)); },
+          "a model case's weights by checkpoint name, float32: stored, or recreated from the seed")
       .def("__repr__", [](const golden::GoldenCase& g) { return "Golden('" + g.name + "', " + g.dtype + ")"; });
 
   m.def(
@@ -113,6 +139,15 @@ void bind_golden(py::module_& m) {
         conformance::write_junit(path, check_report(r));
       });
 
+  m.def(
+      "seeded_weights",
+      [](const py::object& config, uint64_t seed, const std::string& mode) {
+        const nlohmann::json j = nlohmann::json::parse(py::str(py::module_::import("json").attr("dumps")(config)).cast<std::string>());
+        const Config c = parse_config(j);
+        return to_python(golden::weights_to_map(c, golden::seeded_weights(seeded_mode(mode), c, seed, torch::kFloat32, torch::kCPU)));
+      },
+      py::arg("config"), py::arg("seed"), py::arg("mode") = "constructed",
+      "the generated or constructed weights of a text config (a dict) for a seed, float32, by checkpoint name");
   m.def("judge", &judge, py::arg("golden"), py::arg("golden_path"), py::arg("candidate"), py::arg("forward_only"));
 }
 

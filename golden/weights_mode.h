@@ -1,0 +1,34 @@
+#pragma once
+// Where a model or layer golden's weights come from: root attribute `weights` (golden/FORMAT.md).
+#include <torch/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "reference/config.h"
+#include "reference/weights.h"
+
+namespace gemma4::h5 {
+class File;
+}
+
+namespace gemma4::golden {
+
+enum class WeightsMode {
+  kStored,       // the file's weights/ group (or, for a decode golden, the checkpoint beside it)
+  kGenerated,    // the counter generator's values for the file's seed (reference/weights.h)
+  kConstructed,  // the trained-like construction for the file's seed (reference/constructed_weights.h)
+};
+const char* weights_mode_name(WeightsMode mode);  // "stored", "generated", "constructed"
+
+// The root attribute `weights` of an open file (`fallback` when it has none), checked: a constructed
+// file must name this build's construction (attribute `construction`). Errors name `path`.
+WeightsMode read_weights_mode(const h5::File& file, const std::string& path, WeightsMode fallback);
+// Writes `weights` (and `construction` for constructed weights).
+void write_weights_mode(h5::File& file, WeightsMode mode);
+
+// The weights of a generated or constructed case, rounded to `dtype`, on `device`.
+ModelWeights seeded_weights(WeightsMode mode, const Config& config, uint64_t seed, torch::ScalarType dtype,
+                            const torch::Device& device);
+
+}  // namespace gemma4::golden
