@@ -33,7 +33,7 @@ using golden::GoldenCase;
 using golden::TensorMap;
 
 const char* kGoldenHelp =
-    "usage: gemma4-conform golden <list|generate|verify|check|baseline|diff|show> [options]\n\n"
+    "usage: gemma4-conform golden <list|generate|verify|check|baseline|diff|show|inspect> [options]\n\n"
     "Golden tensors in HDF5 (golden/FORMAT.md).\n\n"
     "  list                  the case catalogue, one name per line (tiny CPU cases first)\n"
     "  generate              compute cases with the reference and write golden files\n"
@@ -41,7 +41,9 @@ const char* kGoldenHelp =
     "  check GOLDEN CAND     judge outputs computed elsewhere (an HDF5 candidate file) against a golden\n"
     "  baseline PATH...      (re)compute the baseline family's errors of bf16/f16 files (baseline/, in place)\n"
     "  diff A B              compare two golden files dataset by dataset\n"
-    "  show FILE             print a file's attributes and datasets\n\n"
+    "  show FILE             print a file's attributes and datasets\n"
+    "  inspect FILE...       what a model golden's model does: attention entropy, sink and beyond-window\n"
+    "                        share, bf16 against fp32 per layer, loss against log V, trained-like criteria\n\n"
     "gemma4-conform golden <subcommand> --help for its options.\n";
 
 // ---------------------------------------------------------------------------------------------
@@ -258,7 +260,8 @@ int golden_command(const std::vector<std::string>& argv) {
   if (argv[0] == "baseline") return baseline_command(rest);
   if (argv[0] == "diff") return golden_diff_command(rest);
   if (argv[0] == "show") return golden_show_command(rest);
-  throw UsageError{"unknown golden subcommand '" + argv[0] + "' (list, generate, verify, check, baseline, diff, show)"};
+  if (argv[0] == "inspect") return golden_inspect_command(rest);
+  throw UsageError{"unknown golden subcommand '" + argv[0] + "' (list, generate, verify, check, baseline, diff, show, inspect)"};
 }
 
 }  // namespace gemma4::cli
