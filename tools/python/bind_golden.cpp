@@ -6,6 +6,7 @@
 #include "golden/golden_file.h"
 #include "golden/model_cases.h"
 #include "golden/weights_mode.h"
+#include "reference/constructed_weights.h"
 #include "reference/error.h"
 #include "tools/cli/golden_report.h"
 #include "tools/python/bindings.h"
@@ -148,6 +149,7 @@ void bind_golden(py::module_& m) {
       },
       py::arg("config"), py::arg("seed"), py::arg("mode") = "constructed",
       "the generated or constructed weights of a text config (a dict) for a seed, float32, by checkpoint name");
+  m.attr("constructed_bos_id") = kConstructedBosId;
   m.def("judge", &judge, py::arg("golden"), py::arg("golden_path"), py::arg("candidate"), py::arg("forward_only"));
 }
 

@@ -72,7 +72,11 @@ def parse(argv):
     p.add_argument("--golden", default="model/e2b", help="the model golden whose config and weights are used")
     p.add_argument("--geometry", choices=tuple(released()), help="instead of a golden: the released geometry at real "
                    "width, reduced to its first pattern of layers (repeated as KV-shared layers where it shares "
-                   "K/V), weights from the factory's own initialisation under one seed on every rank")
+                   "K/V); its weights: --weights")
+    p.add_argument("--weights", choices=("constructed", "factory"), default="constructed",
+                   help="--geometry's weights: constructed (golden/FORMAT.md: trained-like attention, bf16 close to "
+                   "fp32 over depth; vocabulary 32, BOS at each sequence start) or the factory's own initialisation "
+                   "under one seed (the released vocabulary, random tokens; numerically chaotic in bf16)")
     p.add_argument("--sharding", default="fsdp2", help="how the module is sharded: " + "; ".join(
                    f"{name} ({s.about})" for name, s in SHARDINGS.items()) + "; or MODULE:FUNCTION, "
                    "FUNCTION(module, mesh, layers, dtype) sharding it in place")
@@ -132,9 +136,19 @@ def reduced(config: dict) -> dict:
     return out
 
 
-def geometry_source(model: ModelUnderTest, name: str) -> Source:
+CONSTRUCTED_SEED, CONSTRUCTED_VOCAB = 20261126, 32  # the real-size goldens' (golden/generators/hf_real_cases.py)
+
+
+def geometry_source(model: ModelUnderTest, name: str, weights: str = "constructed") -> Source:
     config = json.loads(released()[name].read_text())
     config = reduced(config.get("text_config", config))
+    if weights == "constructed":
+        config.update(vocab_size=CONSTRUCTED_VOCAB, vocab_size_per_layer_input=CONSTRUCTED_VOCAB, pad_token_id=0,
+                      bos_token_id=_core.constructed_bos_id)
+        for drop in ("model_type", "architectures", "dtype", "torch_dtype", "transformers_version"):
+            config.pop(drop, None)
+        tensors = dict(_core.seeded_weights(config, CONSTRUCTED_SEED, "constructed"))
+        return Source(f"{name}-{config['num_hidden_layers']}-layers-constructed", config, tensors)
     torch.manual_seed(1234)  # the same initialisation on every rank
     module = model.build(config)
     prefix = LAYOUTS[layout_of(module)]
@@ -163,10 +177,18 @@ class Rank:
         self.model = ModelUnderTest(resolve(args.factory), args.factory, device, args.dtype)
         self.mesh = None
         with single_process_env():  # a factory sees no launcher while the source is made
-            self.source = geometry_source(self.model, args.geometry) if args.geometry else golden_source(args)
+            self.source = (geometry_source(self.model, args.geometry, args.weights) if args.geometry
+                           else golden_source(args))
         g = torch.Generator().manual_seed(17)
-        vocab = self.source.config["vocab_size"]
-        self.ids = torch.randint(0, vocab, (world, max(args.seq, args.equal_seq)), generator=g)
+        vocab, length = self.source.config["vocab_size"], max(args.seq, args.equal_seq)
+        if args.geometry and args.weights == "constructed":
+            # The constructed model's inputs: BOS first (where its sink heads look), no BOS, pad or
+            # marker token (the last id) after it, as in the real-size goldens.
+            bos = _core.constructed_bos_id
+            self.ids = torch.randint(bos + 1, vocab - 1, (world, length), generator=g)
+            self.ids[:, 0] = bos
+        else:
+            self.ids = torch.randint(0, vocab, (world, length), generator=g)
         self.single = self.truth = None
 
     def single_device_runs(self) -> None:
