@@ -138,6 +138,19 @@ GoldenCase generate_case(const std::string& name, const GenerateOptions& o) {
   return finish(std::move(g), name, o);
 }
 
+ModelWeights model_weights(const GoldenCase& g, torch::ScalarType dtype, const torch::Device& device) {
+  const Config config = parse_config(g.config);
+  switch (g.weights_mode) {
+    case WeightsMode::kStored: return weights_from_map(config, g.weights, dtype, device);
+    case WeightsMode::kCheckpoint: return checkpoint_weights(g.checkpoint, config, dtype, device);
+    case WeightsMode::kGenerated:
+    case WeightsMode::kConstructed: break;
+  }
+  // Real-size cases (golden/real/) store no weights: the counter generator or the construction
+  // recreates them.
+  return seeded_weights(g.weights_mode, config, g.seed, dtype, device);
+}
+
 TensorMap recompute(const GoldenCase& g, const torch::Device& device, const ForwardOptions& backend) {
   const torch::ScalarType dtype = dtype_from_name(g.dtype);
   const LayerOps& ops = backend.ops ? *backend.ops : reference_layer_ops();
@@ -152,18 +165,14 @@ TensorMap recompute(const GoldenCase& g, const torch::Device& device, const Forw
     const Config config = parse_config(g.config);
     ForwardOptions options = backend;
     options.kv_key = parse_kv_key_convention(g.kv_key);
-    // Real-size cases (golden/real/) store no weights: the counter generator or the construction
-    // recreates them.
-    const ModelWeights w = g.weights_mode == WeightsMode::kStored ? weights_from_map(config, g.weights, dtype, device)
-                                                                  : seeded_weights(g.weights_mode, config, g.seed, dtype, device);
-    got = run_model(config, w, to_device(g.inputs, dtype, device), options);
+    got = run_model(config, model_weights(g, dtype, device), to_device(g.inputs, dtype, device), options);
   } else {
     const Config config = parse_config(g.config);
     const int l = static_cast<int>(g.layer);
     if (l < 0 || l >= config.num_hidden_layers) throw Error("layer " + std::to_string(l) + " is not in the config");
     LayerWeights w;
-    if (g.weights_mode == WeightsMode::kConstructed) {
-      throw Error("layer cases have stored or generated weights, not constructed ones");
+    if (g.weights_mode == WeightsMode::kConstructed || g.weights_mode == WeightsMode::kCheckpoint) {
+      throw Error(std::string("layer cases have stored or generated weights, not ") + weights_mode_name(g.weights_mode));
     } else if (g.weights_mode == WeightsMode::kGenerated) {
       w = random_layer_weights(config, l, g.seed, dtype, device);
     } else {

@@ -34,6 +34,10 @@ struct GenerateOptions {
   std::vector<FamilyMember> family;
 };
 
+// The weights a model case runs with, in `dtype` on `device`: its weights/ group, its seeded
+// (generated or constructed) weights, or its checkpoint's.
+ModelWeights model_weights(const GoldenCase& golden, torch::ScalarType dtype, const torch::Device& device);
+
 // Computes a case from scratch: seeded inputs and weights rounded to the dtype, expected/ in the
 // dtype, judged/ where some positions are don't-care and, for bf16/f16, truth/ in float32 on the
 // same rounded values and baseline/ from the family. Throws gemma4::Error on an unknown name.

@@ -100,7 +100,8 @@ DecodeGolden read_decode_golden(const std::string& path) {
     throw Error(path + ": root attribute 'config' is not JSON: " + e.what());
   }
   g.weights_mode = read_weights_mode(file, path, WeightsMode::kStored);
-  if (g.weights_mode != WeightsMode::kStored) {
+  if (g.weights_mode == WeightsMode::kCheckpoint) g.case_dir = read_checkpoint_dir(file, path);
+  if (g.weights_mode == WeightsMode::kGenerated || g.weights_mode == WeightsMode::kConstructed) {
     if (!file.has_attr("/", "seed")) {
       throw Error(path + ": weights = " + weights_mode_name(g.weights_mode) + " but no root attribute 'seed'");
     }
@@ -153,7 +154,10 @@ DecodeGolden read_decode_golden(const std::string& path) {
 }
 
 Model decode_model(const DecodeGolden& g, torch::ScalarType dtype, const torch::Device& device) {
-  if (g.weights_mode == WeightsMode::kStored) return load_model(g.case_dir, dtype, device);
+  // stored: the checkpoint beside the file; checkpoint: the one its attribute names (case_dir both).
+  if (g.weights_mode == WeightsMode::kStored || g.weights_mode == WeightsMode::kCheckpoint) {
+    return load_model(g.case_dir, dtype, device);
+  }
   const Config config = parse_config(g.config);
   return Model(config, seeded_weights(g.weights_mode, config, g.seed, dtype, device));
 }

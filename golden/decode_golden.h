@@ -19,7 +19,7 @@ struct DecodeGolden {
   std::string path, name, description, generator;
   std::string case_dir;  // the directory of the file: config.json and the checkpoint
   // stored: the checkpoint in case_dir; generated or constructed (golden/real/): the weights for
-  // `seed` (FORMAT.md, "Real-size goldens").
+  // `seed` (FORMAT.md, "Real-size goldens"); checkpoint: the directory its attribute names (case_dir).
   WeightsMode weights_mode = WeightsMode::kStored;
   uint64_t seed = 0;
   nlohmann::json config;

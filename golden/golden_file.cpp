@@ -116,7 +116,7 @@ void write_golden(const std::string& path, const GoldenCase& g) {
     file.set_attr("/", "gpu_name", g.provenance.gpu_name);
   }
   file.set_attr("/", "tolerance_class", g.tolerance_class());
-  if (g.kind != "op") write_weights_mode(file, g.weights_mode);
+  if (g.kind != "op") write_weights_mode(file, g.weights_mode, g.checkpoint);
   if (g.kind == "model") file.set_attr("/", "kv_key", g.kv_key);
   if (g.kind == "layer") file.set_attr("/", "layer", g.layer);
   if (!g.truth.empty()) file.set_attr("/", "truth_dtype", std::string("f32"));
@@ -167,6 +167,7 @@ GoldenCase read_golden(const std::string& path, bool need_baseline) {
   if (g.kind != "op") {
     required_string(file, "weights");
     g.weights_mode = read_weights_mode(file, path, WeightsMode::kStored);
+    if (g.weights_mode == WeightsMode::kCheckpoint) g.checkpoint = read_checkpoint_dir(file, path);
   }
   if (g.kind == "model") g.kv_key = required_string(file, "kv_key");
   if (g.kind == "layer") {

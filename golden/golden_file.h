@@ -38,6 +38,7 @@ struct GoldenCase {
   uint64_t seed = 0;
   Provenance provenance;
   WeightsMode weights_mode = WeightsMode::kStored;  // model and layer cases
+  std::string checkpoint;  // weights = checkpoint: the Hugging Face checkpoint directory, resolved
   std::string kv_key;        // model: "layer-type" or "layer-index"
   int64_t layer = -1;        // layer: the layer of `config` that was run
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "golden/catalogue.h"
 #include "golden/model_cases.h"
 #include "golden/weights_mode.h"
 #include "reference/error.h"
@@ -54,11 +55,6 @@ Accumulator measure_attention(const Tensor& q, const Tensor& k, const AttentionS
   return a;
 }
 
-ModelWeights weights_in(const GoldenCase& g, const Config& c, torch::ScalarType dtype, const torch::Device& device) {
-  return g.weights_mode == WeightsMode::kStored ? weights_from_map(c, g.weights, dtype, device)
-                                                : seeded_weights(g.weights_mode, c, g.seed, dtype, device);
-}
-
 double mean_cosine(const Tensor& a, const Tensor& b, const Tensor& real) {
   const Tensor cos = at::cosine_similarity(a.to(torch::kFloat64), b.to(torch::kFloat64), -1);  // [B, S]
   return cos.masked_select(real).mean().item<double>();
@@ -71,7 +67,7 @@ ModelStatistics model_statistics(const GoldenCase& g, const torch::Device& devic
   const Config c = parse_config(g.config);
   const ForwardInputs in = forward_inputs(g.inputs, device);
   // The fp32 run on the bf16-rounded weights: the truth the bf16 run is held to.
-  ModelWeights rounded = weights_in(g, c, torch::kBFloat16, device);
+  ModelWeights rounded = model_weights(g, torch::kBFloat16, device);
   ModelWeights widened = rounded;
   for (WeightSlot& slot : weight_slots(c, widened)) {
     if (slot.tensor->defined()) *slot.tensor = slot.tensor->to(torch::kFloat32);

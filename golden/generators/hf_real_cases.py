@@ -62,10 +62,10 @@ from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from constructed_weights import BOS_ID, CONSTRUCTION, constructed_weight  # noqa: E402
-from golden_h5py_check import generated_weight  # noqa: E402  (the counter generator, verified there)
+from constructed_weights import BOS_ID  # noqa: E402
 from hf_cases import DTYPES, PAD_ID, judged_rule, set_deterministic, write_golden  # noqa: E402
 from hf_decode_cases import greedy  # noqa: E402
+from real_weights import MODES, Weights  # noqa: E402
 from transformers_candidate import write as write_candidate  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -116,16 +116,16 @@ def seq_len(config: dict[str, Any]) -> int:
     return 2 * config["sliding_window"] + 1
 
 
-def planted_tokens(length: int, seed: int, starts: list[int], marks: list[tuple[int, int]]) -> torch.Tensor:
+def planted_tokens(length: int, seed: int, starts: list[int], marks: list[tuple[int, int]], vocab: int = VOCAB) -> torch.Tensor:
     """Tokens for a constructed model: BOS at each sequence start (where its sink heads find it), the
     marker token (the vocabulary's last) at each pair of `marks`, one more than a window before the
     other (a copy only a global layer's retrieval heads can fetch), random tokens from 3 to V - 2
     elsewhere: no BOS, marker or pad id among them."""
     generator = torch.Generator().manual_seed(seed)
-    ids = torch.randint(BOS_ID + 1, VOCAB - 1, (length,), generator=generator, dtype=torch.int64)
+    ids = torch.randint(BOS_ID + 1, vocab - 1, (length,), generator=generator, dtype=torch.int64)
     ids[starts] = BOS_ID
     for early, late in marks:
-        ids[[early, late]] = VOCAB - 1
+        ids[[early, late]] = vocab - 1
     return ids
 
 
@@ -136,8 +136,9 @@ def make_inputs(config: dict[str, Any], seed: int, planted: bool = True) -> dict
     S, window = seq_len(config), config["sliding_window"]
     first = window + 7  # the first packed sequence passes its own window; the second starts inside one
     if planted:
-        ids = torch.stack([planted_tokens(S, seed + 1, [LEFT_PADDING], [(LEFT_PADDING + 2, S - 2)]),
-                           planted_tokens(S, seed + 3, [0, first], [(2, first - 2)])])
+        vocab = config["vocab_size"]
+        ids = torch.stack([planted_tokens(S, seed + 1, [LEFT_PADDING], [(LEFT_PADDING + 2, S - 2)], vocab),
+                           planted_tokens(S, seed + 3, [0, first], [(2, first - 2)], vocab)])
     else:
         generator = torch.Generator().manual_seed(seed + 1)
         ids = torch.randint(1, VOCAB, (2, S), generator=generator, dtype=torch.int64)  # no real pad id
@@ -152,25 +153,21 @@ def make_inputs(config: dict[str, Any], seed: int, planted: bool = True) -> dict
     return {"input_ids": ids, "attention_mask": mask, "position_ids": positions, "labels": labels}
 
 
-WEIGHTS = ("constructed", "generated")  # golden/FORMAT.md: "Constructed weights", "Generated tensors"
-
-
-def model_weight(mode: str, config: dict[str, Any], seed: int, name: str, shape: tuple[int, ...]) -> np.ndarray:
-    return constructed_weight(config, seed, name, shape) if mode == "constructed" else generated_weight(seed, name, shape)
-
-
 def build_model(config: dict[str, Any], dtype_name: str, seed: int, truth: bool, device: str,
-                weights: str = "constructed") -> torch.nn.Module:
-    """transformers' model with the constructed (or generated) weights rounded to the dtype; `truth`:
-    those rounded values widened to float32 (the tolerance rule's truth)."""
+                weights: Weights = Weights("constructed")) -> torch.nn.Module:
+    """transformers' model with the weights (constructed, generated or a checkpoint's) rounded to the
+    dtype; `truth`: those rounded values widened to float32 (the tolerance rule's truth)."""
     model = Gemma4ForCausalLM(Gemma4TextConfig(**config)).float()
     decoder = model.model
     tensors = dict(decoder.named_parameters())
     tensors.update({n: b for n, b in decoder.named_buffers() if n.endswith("layer_scalar")})
     with torch.no_grad():
         for name, tensor in tensors.items():
-            value = torch.from_numpy(model_weight(weights, config, seed, name, tuple(tensor.shape)))
+            value = weights.value(config, seed, name, tuple(tensor.shape))
             tensor.copy_(value.to(DTYPES[dtype_name]).float())
+        if not config.get("tie_word_embeddings", True):
+            head = model.lm_head.weight
+            head.copy_(weights.value(config, seed, "lm_head.weight", tuple(head.shape)).to(DTYPES[dtype_name]).float())
     if not truth:
         # .to(dtype) casts every float buffer, RoPE's inv_freq too (transformers #25681: the angle
         # then loses precision with the position, by radians at 2k). from_pretrained(dtype=...)
@@ -214,24 +211,20 @@ def run(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> dict[str, to
     return tree
 
 
-def weights_attrs(weights: str) -> dict[str, Any]:
-    return {"weights": weights, **({"construction": np.int64(CONSTRUCTION)} if weights == "constructed" else {})}
-
-
 def case_label(geometry: str, full_width: bool) -> str:
     return f"{geometry}-full-width" if full_width else geometry
 
 
-def attrs(label: str, config: dict[str, Any], dtype_name: str, device: str, seed: int, weights: str) -> dict[str, Any]:
+def attrs(label: str, config: dict[str, Any], dtype_name: str, device: str, seed: int, weights: Weights) -> dict[str, Any]:
     a: dict[str, Any] = {
         "format_version": np.int64(2), "kind": "model", "case": f"real/{label}",
         "description": f"{label} at its released head dims and window {config['sliding_window']}, hidden width "
                        f"{config['hidden_size']}, S = {seq_len(config)}, a left-padded and a packed row, "
-                       f"{weights} weights (transformers)",
+                       f"{weights.mode} weights (transformers)",
         "generator": f"transformers {transformers.__version__}", "config": json.dumps(config, sort_keys=True),
         "dtype": dtype_name, "device": device, "seed": np.int64(seed), "torch_version": str(torch.__version__),
         "tolerance_class": "fp32" if dtype_name == "f32" else "reduced-precision",
-        "kv_key": "layer-type", **weights_attrs(weights),
+        "kv_key": "layer-type", **weights.attrs(),
     }
     if dtype_name != "f32":
         a["truth_dtype"] = "f32"
@@ -242,9 +235,15 @@ def attrs(label: str, config: dict[str, Any], dtype_name: str, device: str, seed
 
 def generate(geometry: str, dtype_name: str, out: Path, device: str, seed: int, weights: str = "constructed",
              full_width: bool = False) -> Path:
-    set_deterministic(seed)
     config = real_config(geometry, full_width)
-    inputs = make_inputs(config, seed, planted=weights == "constructed")
+    return write_case(case_label(geometry, full_width), config, Weights(weights), dtype_name, out, device, seed)
+
+
+def write_case(label: str, config: dict[str, Any], weights: Weights, dtype_name: str, out: Path, device: str,
+               seed: int) -> Path:
+    """<out>/<label>.<dtype>.h5: the case of `config` on its weights, computed by transformers."""
+    set_deterministic(seed)
+    inputs = make_inputs(config, seed, planted=weights.mode != "generated")
     on_device = {k: v.to(device) for k, v in inputs.items()}
     expected = run(build_model(config, dtype_name, seed, False, device, weights), on_device)
     datasets = {f"inputs/{k}": v for k, v in inputs.items()}
@@ -253,7 +252,6 @@ def generate(geometry: str, dtype_name: str, out: Path, device: str, seed: int, 
     if dtype_name != "f32":
         truth = run(build_model(config, dtype_name, seed, True, device, weights), on_device)
         datasets.update({f"truth/{k}": v for k, v in truth.items()})
-    label = case_label(geometry, full_width)
     path = out / f"{label}.{dtype_name}.h5"
     out.mkdir(parents=True, exist_ok=True)
     write_golden(path, attrs(label, config, dtype_name, device, seed, weights), datasets)
@@ -265,7 +263,7 @@ def candidate(geometry: str, dtype_name: str, out: Path, device: str, seed: int,
     """A candidate file: transformers run as another implementation would, on the golden's inputs."""
     set_deterministic(seed)
     config = real_config(geometry, full_width)
-    model = build_model(config, dtype_name, seed, False, device, weights)
+    model = build_model(config, dtype_name, seed, False, device, Weights(weights))
     model.config._attn_implementation = attn
     if bug == "no-softcap":
         model.config.final_logit_softcapping = None
@@ -280,37 +278,44 @@ NEW_TOKENS, DECODE_EXTRA, DECODE_PADDING = 8, 40, 45
 
 @torch.no_grad()
 def generate_decode(geometry: str, out: Path, seed: int, weights: str = "constructed", full_width: bool = False) -> Path:
-    """<geometry>.decode.f32.h5 (golden/FORMAT.md, "Decode goldens", real-size files). Constructed
-    weights: row 0 starts with BOS after its padding, row 1 with BOS and a marker that recurs at its
-    last prompt token, more than a window later."""
-    set_deterministic(seed)
     config = real_config(geometry, full_width)
+    return write_decode(case_label(geometry, full_width), config, Weights(weights), out, seed)
+
+
+@torch.no_grad()
+def write_decode(label: str, config: dict[str, Any], weights: Weights, out: Path, seed: int,
+                 device: str = "cpu") -> Path:
+    """<out>/<label>.decode.f32.h5 (golden/FORMAT.md, "Decode goldens", real-size files). Unless the
+    weights are generated: row 0 starts with BOS after its padding, row 1 with BOS and a marker that
+    recurs at its last prompt token, more than a window later."""
+    set_deterministic(seed)
     S = config["sliding_window"] + DECODE_EXTRA
-    if weights == "constructed":
-        ids = torch.stack([planted_tokens(S, seed + 2, [DECODE_PADDING], [(DECODE_PADDING + 2, S - 1)]),
-                           planted_tokens(S, seed + 4, [0], [(2, S - 1)])])
+    if weights.mode != "generated":
+        vocab = config["vocab_size"]
+        ids = torch.stack([planted_tokens(S, seed + 2, [DECODE_PADDING], [(DECODE_PADDING + 2, S - 1)], vocab),
+                           planted_tokens(S, seed + 4, [0], [(2, S - 1)], vocab)])
     else:
         generator = torch.Generator().manual_seed(seed + 2)
         ids = torch.randint(1, VOCAB, (2, S), generator=generator, dtype=torch.int64)
     mask = torch.ones_like(ids)
     mask[0, :DECODE_PADDING] = 0
     ids = torch.where(mask.bool(), ids, PAD_ID)
-    model = build_model(config, "f32", seed, True, "cpu", weights)
-    result = greedy(model, ids, mask, NEW_TOKENS)
-    scores = torch.stack(result.logits)  # [N, B, V]
+    model = build_model(config, "f32", seed, True, device, weights)
+    result = greedy(model, ids.to(device), mask.to(device), NEW_TOKENS)
+    result.sequences, scores = result.sequences.cpu(), torch.stack(result.logits).cpu()  # scores [N, B, V]
     if not torch.equal(result.sequences[:, :S], ids) or not torch.equal(result.sequences[:, S:],
                                                                        scores.argmax(-1).transpose(0, 1)):
         raise RuntimeError("generate's sequences are not the prompt and the argmax of its scores")
     attrs = {
-        "format_version": np.int64(2), "kind": "decode", "name": f"real/{case_label(geometry, full_width)}/decode",
+        "format_version": np.int64(2), "kind": "decode", "name": f"real/{label}/decode",
         "description": f"greedy decode, {NEW_TOKENS} tokens after {S} (window {config['sliding_window']} + "
-                       f"{DECODE_EXTRA}; row 0 left-padded by {DECODE_PADDING}): {geometry}, real head dims",
-        "config": json.dumps(config, sort_keys=True), "dtype": "f32", "device": "cpu",
+                       f"{DECODE_EXTRA}; row 0 left-padded by {DECODE_PADDING}): {label}, real head dims",
+        "config": json.dumps(config, sort_keys=True), "dtype": "f32", "device": device,
         "generator": f"transformers {transformers.__version__}", "torch_version": str(torch.__version__),
         "max_new_tokens": np.int64(NEW_TOKENS), "kv_key": "layer-type",
-        "seed": np.int64(seed), **weights_attrs(weights),
+        "seed": np.int64(seed), **weights.attrs(),
     }
-    path = out / f"{case_label(geometry, full_width)}.decode.f32.h5"
+    path = out / f"{label}.decode.f32.h5"
     out.mkdir(parents=True, exist_ok=True)
     write_golden(path, attrs, {"inputs/input_ids": ids, "inputs/attention_mask": mask,
                                "expected/sequences": result.sequences, "expected/scores": scores})
@@ -328,7 +333,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--conform", type=Path, help="gemma4-conform, to fill baseline/ of bf16/f16 files")
     p.add_argument("--decode", action="store_true", help="write the decode goldens (f32) instead")
-    p.add_argument("--weights", choices=WEIGHTS, default="constructed",
+    p.add_argument("--weights", choices=MODES, default="constructed",
                    help="constructed (trained-like, FORMAT.md) or generated (plain random, the files before it)")
     p.add_argument("--full-width", action="store_true",
                    help="the released hidden, intermediate and per-layer widths and head counts (<geometry>-full-width.*)")

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "golden/candidate.h"
+#include "golden/catalogue.h"
 #include "golden/golden_file.h"
 #include "golden/model_cases.h"
 #include "golden/weights_mode.h"
@@ -59,14 +60,14 @@ CheckResult judge(const golden::GoldenCase& g, const std::string& golden_path, c
   return result;
 }
 
-// The weights a model case runs with: its weights/ group, or the generated or constructed weights
-// for its seed, rounded to its dtype (float32 values).
+// The weights a model case runs with: its weights/ group, the generated or constructed weights for
+// its seed, or its checkpoint's, rounded to its dtype (float32 values).
 golden::TensorMap model_weights(const golden::GoldenCase& g) {
   if (g.kind != "model") throw Error(g.name + " is a " + g.kind + " case: only model cases hold a whole model's weights");
   if (g.weights_mode == golden::WeightsMode::kStored) return g.weights;
   const Config config = parse_config(g.config);
-  const ModelWeights w = golden::seeded_weights(g.weights_mode, config, g.seed, golden::dtype_from_name(g.dtype), torch::kCPU);
-  golden::TensorMap out = golden::weights_to_map(config, w);
+  golden::TensorMap out =
+      golden::weights_to_map(config, golden::model_weights(g, golden::dtype_from_name(g.dtype), torch::kCPU));
   for (auto& [name, t] : out) t = t.to(torch::kFloat32);
   return out;
 }
