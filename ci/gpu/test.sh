@@ -41,8 +41,10 @@
 #                         ($TESTS, default test_conform_model.py and test_historic.py; $TESTS_TIMEOUT, 540 s);
 #   real-size             the real-size goldens (golden/real, FORMAT.md): the f16 files made here on CUDA
 #                         by transformers with their baselines (hf_real_cases.py --dtype f16 --device
-#                         cuda), then calibrate --device cuda --categories real_size in $DTYPES: every
-#                         legitimate backend passes, each faulty one that declares real_size fails;
+#                         cuda; e2b-full-width too); transformers with SDPA against every file (golden
+#                         check: must pass; the soft-cap dropped: must fail); python_backends:correct on
+#                         real_size; then calibrate --device cuda --categories real_size in $DTYPES:
+#                         every legitimate backend passes, each faulty one that declares real_size fails;
 #   calibrate             gemma4-conform calibrate --device cuda in $DTYPES (default bf16,f16,f32; $JOBS
 #                         at a time, default 4): legitimate backends pass, faulty ones fail where they
 #                         say; real_size is the step above's;
@@ -356,6 +358,17 @@ calibrate_run() {
 if step real-size && python_env; then
   run real-size-f16 0 "$OUT/real_size_f16.log" \
     python3 golden/generators/hf_real_cases.py --out golden/real --dtype f16 --device cuda --conform $CLI
+  run real-size-f16-full-width 0 "$OUT/real_size_f16_full_width.log" python3 golden/generators/hf_real_cases.py \
+    --out golden/real --geometry e2b --full-width --dtype f16 --device cuda --conform $CLI
+  # transformers with SDPA (another attention path than the goldens' eager one) must pass every
+  # real-size golden through golden check; the soft-cap dropped must fail.
+  run real-size-transformers 0 "$OUT/real_size_transformers.log" python3 golden/generators/check_transformers_candidates.py \
+    --cli $CLI --real golden/real --real-only --device cuda --dtypes "${DTYPES:-bf16,f16,f32}" \
+    --real-geometries e2b,e4b,31b,26b-a4b,e2b-full-width
+  for dtype in $(echo "${DTYPES:-bf16,f16,f32}" | tr , ' '); do
+    py_run "python-real-size-$dtype" 0 conform --backend python_backends:correct --dtype "$dtype" \
+      --filter '^real_size/'
+  done
   calibrate_run "real-size-cuda-$(gpu_key)" --device cuda --categories real_size --dtype "${DTYPES:-bf16,f16,f32}" \
     --jobs "${JOBS:-4}"
 fi

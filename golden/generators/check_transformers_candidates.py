@@ -49,7 +49,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--cases", type=Path, default=root / "golden/transformers", help="the transformers cases")
     p.add_argument("--dtypes", default="f32,bf16,f16")
     p.add_argument("--real", type=Path, help="also the real-size goldens in this directory (golden/real)")
-    p.add_argument("--real-geometries", default="e2b,e4b,31b,26b-a4b", help="with --real: which geometries")
+    p.add_argument("--real-geometries", default="e2b,e4b,31b,26b-a4b",
+                   help="with --real: which geometries (<geometry>-full-width for the full-width files)")
+    p.add_argument("--real-only", action="store_true", help="with --real: the real-size goldens only")
+    p.add_argument("--device", default="cpu", help="where transformers computes the real-size candidates")
     args = p.parse_args(argv)
 
     cases = sorted(d for d in args.cases.iterdir() if (d / "inputs.safetensors").is_file())
@@ -60,7 +63,7 @@ def main(argv: list[str]) -> int:
     total = 0
     caught: dict[tuple[str, str, str], list[bool]] = {}  # (bug, dtype, expected) -> failed, per case
     with tempfile.TemporaryDirectory() as work:
-        for case in cases:
+        for case in [] if args.real_only else cases:
             inputs = tc.load_file(str(case / "inputs.safetensors"))
             for dtype in args.dtypes.split(","):
                 for (attn, experts, bug), expected in RUNS.items():
@@ -110,9 +113,11 @@ def check_real(args: argparse.Namespace, work: Path) -> int:
     unexpected = 0
     for golden in real_goldens(args):
         geometry, dtype = golden.name.split(".")[:2]
+        full_width = geometry.endswith("-full-width")
         for (attn, bug), expected in REAL_RUNS.items():
             path = work / f"real-{geometry}-{dtype}-{attn}-{bug}.h5"
-            real.candidate(geometry, dtype, path, "cpu", real.SEED, attn, bug)
+            real.candidate(geometry.removesuffix("-full-width"), dtype, path, args.device, real.SEED, attn, bug,
+                           full_width=full_width)
             r = subprocess.run([str(args.cli), "golden", "check", "--quiet", str(golden), str(path)],
                                capture_output=True, text=True)
             verdict = {0: "pass", 1: "fail"}.get(r.returncode, f"exit {r.returncode}")
