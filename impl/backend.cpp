@@ -49,6 +49,7 @@ std::vector<std::string> replaced_parts(const Backend& backend) {
   if (!is_reference(ops.route, ref.route)) parts.push_back("route");
   if (!is_reference(ops.scale_layer_output, ref.scale_layer_output)) parts.push_back("scale_layer_output");
   if (!is_reference(ops.logit_softcap, ref.logit_softcap)) parts.push_back("logit_softcap");
+  if (!is_reference(ops.linear, ref.linear)) parts.push_back("linear");
   if (backend.kv_handoff) parts.push_back("kv_handoff");
   if (backend.kv_cache.make) parts.push_back("kv_cache");
   return parts;

@@ -13,8 +13,8 @@
 #include "impl/backend.h"
 
 // 2: Backend gained kind, fails_in, below_reduced_precision; 3: kv_cache; 4: KvCacheOps::rollback and
-// CacheSpec::max_rollback (speculative decoding)
-#define GEMMA4_PLUGIN_ABI_VERSION 5
+// CacheSpec::max_rollback (speculative decoding); 6: LayerOps::linear
+#define GEMMA4_PLUGIN_ABI_VERSION 6
 
 extern "C" {
 struct gemma4_plugin {

@@ -31,7 +31,7 @@ Backend load_plugin(const std::string& path) {
   if (backend.name.empty()) throw Error(path + ": the plugin's backend has no name");
   const LayerOps& ops = backend.ops;
   if (!ops.rms_norm || !ops.qk_norm_rope || !ops.attention || !ops.geglu || !ops.moe_experts || !ops.scaled_embedding ||
-      !ops.route || !ops.scale_layer_output || !ops.logit_softcap) {
+      !ops.route || !ops.scale_layer_output || !ops.logit_softcap || !ops.linear) {
     throw Error(path + ": backend '" + backend.name + "' leaves an op unset (start from gemma4::reference_layer_ops())");
   }
   return backend;

@@ -22,7 +22,7 @@ AttentionOutputs attention(const Config& c, int l, const AttentionWeights& w, co
   const int64_t B = x.size(0), S = x.size(1), D = spec.head_dim;
   const RopeTable rope{in.rope_cos, in.rope_sin, in.rope_positions};
 
-  const Tensor q_raw = at::linear(x, w.q_proj).view({B, S, -1, D});
+  const Tensor q_raw = ops.linear(x, w.q_proj).view({B, S, -1, D});
   Tensor q, k, v;
   if (spec.kv_shared) {
     // Borrowed from the storing layer (GEMMA4.md, KV sharing): no projections of its own. The q
@@ -31,9 +31,9 @@ AttentionOutputs attention(const Config& c, int l, const AttentionWeights& w, co
     k = in.shared_k;
     v = in.shared_v;
   } else {
-    const Tensor k_raw = at::linear(x, w.k_proj).view({B, S, -1, D});
+    const Tensor k_raw = ops.linear(x, w.k_proj).view({B, S, -1, D});
     // K=V full layers have no v_proj: v comes from the raw key projection inside the op.
-    const Tensor v_raw = spec.k_eq_v ? Tensor() : at::linear(x, w.v_proj).view({B, S, -1, D});
+    const Tensor v_raw = spec.k_eq_v ? Tensor() : ops.linear(x, w.v_proj).view({B, S, -1, D});
     const QkvOutputs qkv = ops.qk_norm_rope(q_raw, k_raw, v_raw, w.q_norm, w.k_norm, rope, c.rms_norm_eps);
     q = qkv.q;
     k = qkv.k;
@@ -47,13 +47,13 @@ AttentionOutputs attention(const Config& c, int l, const AttentionWeights& w, co
   } else {
     out = ops.attention(q, k, v, attention_spec(c, spec.type, in.padding, in.segments));
   }
-  return {at::linear(out, w.o_proj), k, v};
+  return {ops.linear(out, w.o_proj), k, v};
 }
 
 }  // namespace
 
 Tensor mlp(const MlpWeights& w, const Tensor& x, const LayerOps& ops) {
-  return at::linear(ops.geglu(at::linear(x, w.gate_proj), at::linear(x, w.up_proj)), w.down_proj);
+  return ops.linear(ops.geglu(ops.linear(x, w.gate_proj), ops.linear(x, w.up_proj)), w.down_proj);
 }
 
 // The MoE branch (GEMMA4.md, Forward 4): the router reads the residual stream, not the MLP's
@@ -63,7 +63,7 @@ Tensor moe(const Config& c, const MoeWeights& w, const Tensor& residual, const L
   const double eps = c.rms_norm_eps;
 
   const Tensor z = ops.rms_norm(flat, Tensor(), eps) * w.router_scale * std::pow(static_cast<double>(c.hidden_size), -0.5);
-  const Tensor router_logits = at::linear(z, w.router_proj).to(torch::kFloat32);
+  const Tensor router_logits = ops.linear(z, w.router_proj).to(torch::kFloat32);
   if (router_logits_out) *router_logits_out = router_logits;
   auto [top_weights, top_index] = ops.route(router_logits, c.top_k_experts);
   top_weights = top_weights * w.per_expert_scale.index({top_index});
@@ -76,8 +76,8 @@ Tensor moe(const Config& c, const MoeWeights& w, const Tensor& residual, const L
 // Per-layer embeddings enter each layer through a gated projection (GEMMA4.md, Forward 4).
 Tensor per_layer_input_branch(const Config& c, const LayerWeights& w, const Tensor& h, const Tensor& ple,
                               const LayerOps& ops) {
-  const Tensor gated = ops.geglu(at::linear(h, w.per_layer_input_gate), ple);
-  return ops.rms_norm(at::linear(gated, w.per_layer_projection), w.post_per_layer_input_norm, c.rms_norm_eps);
+  const Tensor gated = ops.geglu(ops.linear(h, w.per_layer_input_gate), ple);
+  return ops.rms_norm(ops.linear(gated, w.per_layer_projection), w.post_per_layer_input_norm, c.rms_norm_eps);
 }
 
 LayerOutputs decoder_layer(const Config& c, int l, const LayerWeights& w, const LayerInputs& in, const LayerOps& ops) {

@@ -61,6 +61,8 @@ torch::Tensor eager_scale_layer_output(const torch::Tensor& h, const torch::Tens
 
 torch::Tensor eager_logit_softcap(const torch::Tensor& logits, double cap) { return at::tanh(logits / cap) * cap; }
 
+torch::Tensor eager_linear(const torch::Tensor& x, const torch::Tensor& weight) { return at::linear(x, weight); }
+
 }  // namespace
 
 const LayerOps& reference_layer_ops() {
@@ -72,7 +74,8 @@ const LayerOps& reference_layer_ops() {
                             eager_scaled_embedding,
                             eager_route,
                             eager_scale_layer_output,
-                            eager_logit_softcap};
+                            eager_logit_softcap,
+                            eager_linear};
   return ops;
 }
 

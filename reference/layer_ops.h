@@ -56,6 +56,9 @@ struct LayerOps {
   std::function<torch::Tensor(const torch::Tensor& hidden, const torch::Tensor& layer_scalar)> scale_layer_output;
   // cap * tanh(logits / cap): the final logit soft-cap, when the config has one.
   std::function<torch::Tensor(const torch::Tensor& logits, double cap)> logit_softcap;
+  // x [..., K] @ weight [N, K]^T -> [..., N]: every projection of the layer (q, k, v, o, the MLP's,
+  // the PLE gate and projection, the router's) and of the model (per-layer projection, LM head).
+  std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& weight)> linear;
 };
 
 const LayerOps& reference_layer_ops();

@@ -89,7 +89,7 @@ Tensor per_layer_inputs(const Config& c, const ModelWeights& w, const Tensor& id
   // The scale is cast to the weight dtype first, as transformers' scaled embedding does.
   const Tensor token_scale = at::scalar_tensor(std::sqrt(static_cast<double>(P)), torch::kFloat32).to(dtype);
   const Tensor token = ops.scaled_embedding(w.embed_tokens_per_layer, ids, token_scale, c.pad_token_id).reshape({B, S, L, P});
-  Tensor context = at::linear(embeds, w.per_layer_model_projection) * std::pow(static_cast<double>(c.hidden_size), -0.5);
+  Tensor context = ops.linear(embeds, w.per_layer_model_projection) * std::pow(static_cast<double>(c.hidden_size), -0.5);
   context = rms_norm(context.reshape({B, S, L, P}), w.per_layer_projection_norm, c.rms_norm_eps);
   return (context + token) * std::pow(2.0, -0.5);
 }
@@ -185,9 +185,10 @@ std::pair<Tensor, Tensor> Model::embed(const Tensor& ids, const LayerOps* ops_in
 
 Tensor Model::head(const Tensor& normed, const LayerOps* ops) const {
   const Config& c = *config_;
-  const Tensor logits = at::linear(normed, c.tie_word_embeddings ? weights_.embed_tokens : weights_.lm_head);
+  const LayerOps& o = ops ? *ops : reference_layer_ops();
+  const Tensor logits = o.linear(normed, c.tie_word_embeddings ? weights_.embed_tokens : weights_.lm_head);
   if (!c.final_logit_softcapping) return logits;
-  return (ops ? *ops : reference_layer_ops()).logit_softcap(logits, *c.final_logit_softcapping);
+  return o.logit_softcap(logits, *c.final_logit_softcapping);
 }
 
 DecodeState Model::start_decode(int64_t batch, int64_t capacity, const KvCacheOps& cache_ops,

@@ -36,6 +36,7 @@ std::vector<Backend> faulty_backends() {
   for (Backend& b : faulty_cache_backends()) all.push_back(std::move(b));
   for (Backend& b : faulty_long_context_backends()) all.push_back(std::move(b));
   for (Backend& b : faulty_model_op_backends()) all.push_back(std::move(b));
+  for (Backend& b : faulty_accumulator_backends()) all.push_back(std::move(b));
   return all;
 }
 

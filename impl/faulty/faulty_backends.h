@@ -24,6 +24,7 @@ std::vector<Backend> faulty_decode_backends();  // KV-cache decoding bugs of inf
 std::vector<Backend> faulty_cache_backends();   // bugs of a wrapped sliding cache and of speculative rollback
 std::vector<Backend> faulty_long_context_backends();  // bugs below bf16 resolution on short rows, visible at real length
 std::vector<Backend> faulty_model_op_backends();  // embedding scale, router, layer_scalar, soft-cap, masking, dW accumulation
+std::vector<Backend> faulty_accumulator_backends();  // bf16 accumulators: RMSNorm's mean of squares, projection GEMMs
 // A bug declared in golden or decode is declared in real_size too (the same computations at the
 // released sizes), unless below_resolution_at_real_size takes it out.
 Backend faulty_backend(std::string name, std::string description, std::vector<Category> fails_in,

@@ -186,11 +186,44 @@ Backend decode_ignores_window() {
   return b;
 }
 
+Backend sink_lost_after_wrap() {
+  // A rotating cache's eviction applied to every layer type: a ring of sliding_window slots (the
+  // circular layout of vllm-project/vllm #1304's Mistral cache) overwrites its oldest slot once
+  // index sliding_window is written, and an engine that evicts through one shared routine drops
+  // the oldest entry of the global layers too. From then on a global layer no longer sees its
+  // row's first real key (the attention sink: the first key that is not padding); the rest of its
+  // cache, and every sliding layer, are right. A bug class, with no single public report. Each
+  // query from index sliding_window on, later than its row's first real key, loses it. With random
+  // weights the first key carries little attention, yet the tiny decode goldens see it in every
+  // dtype (measured on the CPU: worst ratio 1.246e+04 in f32, 3.841 in bf16 at
+  // decode/equivalence/31b); at real size trained-like sinks carry far more.
+  Backend b = faulty_backend("faulty-decode-sink-lost-after-wrap",
+                             "once the sliding ring wraps, global layers lose their first real key (the attention "
+                             "sink): a rotating cache's eviction of the oldest entry applied to every layer type "
+                             "(a bug class; the overwritten slot 0 is vllm-project/vllm #1304's Mistral ring)",
+                             {Category::kDecode});
+  b.kv_cache = reference_ops();
+  b.kv_cache.attention = [](const Tensor& q, const LayerKvCache& cache, const DecodeAttentionSpec& spec) {
+    if (spec.type != LayerType::kFull) return reference_ops().attention(q, cache, spec);
+    const CacheContents held = reference_ops().contents(cache);
+    const int64_t B = q.size(0), c = q.size(1), T = held.k.size(2);
+    const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
+    const Tensor sink = spec.padding.to(q.device()).ne(0).to(torch::kInt64).argmax(1).view({B, 1, 1});  // first 1
+    const Tensor query = at::arange(spec.start, spec.start + c, i64).view({1, c, 1});
+    const Tensor key = at::arange(held.first, held.first + T, i64).view({1, 1, T});
+    const Tensor lost = key.eq(sink) & query.ge(spec.sliding_window) & query.gt(sink);  // [B, c, T]
+    const Tensor mask = decode_attention_mask(spec, c, held.first, T, q.scalar_type(), q.device())
+                            .masked_fill(lost.unsqueeze(1), lowest_value(q.scalar_type()));
+    return eager_attention(q, held.k, held.v, mask);
+  };
+  return b;
+}
+
 }  // namespace
 
 std::vector<Backend> faulty_cache_backends() {
   return {ring_physical_slot(), prefill_window_cut(), rollback_after_wrap(), kv_shared_overwrites_source(),
-          decode_ignores_window()};
+          decode_ignores_window(), sink_lost_after_wrap()};
 }
 
 }  // namespace gemma4::impl

@@ -42,6 +42,30 @@ std::vector<Backend> faulty_op_backends() {
   below_resolution_at_real_size(off_by_one);  // one key more among 512 or 1024: passes bf16 there
   out.push_back(std::move(off_by_one));
 
+  // The window read off a KV-cache group that holds both layer types instead of off the layer
+  // (vllm-project/vllm #51756: FlashAttention applied the group spec's window to every layer of the
+  // group), so the global layers mask as if they were sliding: query i sees keys i - window + 1 .. i,
+  // and loses everything older. The same kernel ran prefill and decode, so both paths carry it.
+  Backend global_window = faulty_backend(
+      "faulty-global-window",
+      "global layers attend through the sliding window: the kernel took the window from a KV-cache group holding "
+      "both layer types, not from the layer (vllm-project/vllm #51756)",
+      {Category::kGolden, Category::kOpSweep, Category::kDecode});
+  global_window.ops.attention = [](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                   const AttentionSpec& spec) {
+    AttentionSpec windowed = spec;
+    windowed.type = LayerType::kSliding;
+    return reference_layer_ops().attention(q, k, v, windowed);
+  };
+  global_window.kv_cache = reference_kv_cache_ops();
+  global_window.kv_cache.attention = [](const torch::Tensor& q, const LayerKvCache& cache,
+                                        const DecodeAttentionSpec& spec) {
+    DecodeAttentionSpec windowed = spec;
+    windowed.type = LayerType::kSliding;
+    return reference_kv_cache_ops().attention(q, cache, windowed);
+  };
+  out.push_back(std::move(global_window));
+
   // Gemma 2/3's RMSNorm carried over: the weight is applied as 1 + w (GEMMA4.md, notation: Gemma-4
   // applies w). Norms without a weight (v_norm, the router's) are unaffected.
   Backend one_plus_w = faulty_backend(

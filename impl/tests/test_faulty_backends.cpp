@@ -111,9 +111,10 @@ void expect_op_bug(const std::string& name, const nlohmann::json& config_json) {
 
 TEST(FaultyBackends, NamesAndDescriptions) {
   const std::vector<Backend> all = faulty_backends();
-  // 11 GEMMA4.md failure modes, 10 numeric bug classes, 5 decoding bugs of engines, 5 of wrapped
-  // caches, 2 that only long rows show, 7 of the steps around the layers and of masking
-  ASSERT_EQ(all.size(), 40u);
+  // 11 GEMMA4.md failure modes and the global layers windowed, 10 numeric bug classes, 5 decoding bugs of engines, 5 of wrapped
+  // caches (and the sink lost once one wraps), 2 that only long rows show, 7 of the steps around
+  // the layers and of masking, 2 bf16 accumulators
+  ASSERT_EQ(all.size(), 44u);
   for (const Backend& b : all) {
     EXPECT_EQ(b.name.rfind("faulty-", 0), 0u) << b.name;
     EXPECT_FALSE(b.description.empty()) << b.name;
@@ -125,6 +126,8 @@ TEST(FaultyBackends, NamesAndDescriptions) {
   for (const Backend& b : faulty_numeric_backends()) EXPECT_NE(b.description.find("(https://github.com/"), std::string::npos) << b.name;
   // So does each bug of a wrapped cache: "(owner/repo #N...)".
   for (const Backend& b : faulty_cache_backends()) EXPECT_NE(b.description.find(" #"), std::string::npos) << b.name;
+  // And each bf16 accumulator.
+  for (const Backend& b : faulty_accumulator_backends()) EXPECT_NE(b.description.find(" #"), std::string::npos) << b.name;
 }
 
 TEST(FaultyBackends, NoWindow) { expect_op_bug("faulty-no-window", test::tiny_shared_kv_config()); }
