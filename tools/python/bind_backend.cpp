@@ -3,6 +3,7 @@
 // threads, autograd's device thread) can take it.
 #include <iostream>
 
+#include "conformance/report.h"
 #include "tools/cli/commands.h"
 #include "tools/python/bindings.h"
 #include "tools/python/python_backend.h"
@@ -32,6 +33,21 @@ void bind_backend(py::module_& m) {
   py::class_<impl::Backend>(m, "CppBackend", "A backend as the C++ suite holds it")
       .def_readonly("name", &impl::Backend::name)
       .def_readonly("description", &impl::Backend::description);
+  m.def(
+      "builtin_backends",
+      [] {
+        py::list out;
+        for (const impl::Backend& b : impl::builtin_backends()) {
+          py::list fails_in;
+          for (impl::Category c : b.fails_in) fails_in.append(conformance::category_name(c));
+          out.append(py::dict(py::arg("name") = b.name, py::arg("kind") = impl::backend_kind_name(b.kind),
+                              py::arg("fails_in") = fails_in,
+                              py::arg("below_reduced_precision") = b.below_reduced_precision));
+        }
+        return out;
+      },
+      "the in-tree backends as `gemma4-conform backends` lists them: name, kind, the categories a faulty one "
+      "must fail, and whether its bug is below bf16/f16 resolution");
   m.def("make_backend", &make_backend, py::arg("name"), py::arg("description"), py::arg("ops"),
         py::arg("capabilities"));
   m.def(
