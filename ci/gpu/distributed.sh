@@ -13,8 +13,8 @@
 #   runs   the runs of $RUNS (comma-separated), bf16 unless named -f32, FSDP2 per decoder layer with
 #          activation checkpointing, S = $DIST_SEQ (default 4096), $DIST_STEPS flatness steps (default
 #          200), $EQUAL_STEPS compared steps (default 1), at real width (the released geometries reduced
-#          to their first pattern of layers); RUN_TIMEOUT default 300 s a run; then a table of every
-#          report's per-rank figures:
+#          to their first pattern of layers, constructed weights: golden/FORMAT.md); RUN_TIMEOUT
+#          default 300 s a run; then a table of every report's per-rank figures:
 #     e2b        E2B, 5 + 5 KV-shared layers, transformers' Gemma4ForCausalLM (sdpa): must pass;
 #     26b-a4b    26B-A4B, 6 MoE layers, transformers' default MoE experts (grouped_mm): must pass;
 #     31b        31B, 5 sliding + 1 global (head dim 512): must pass.
@@ -27,9 +27,11 @@
 #     e2b-mixed-precision  fsdp2-mixed-precision (fp32 master weights, fp32 reduction), equality only: must pass;
 #     e2b-f32, 26b-a4b-f32, 31b-f32  equality only, in fp32 (the strict rule: max-abs <= 1e-4 x max,
 #                cosine >= 0.99999): must pass;
-#     e2b-summed-gradients-f32  model_controls:sum_reduced_sharding, fp32 equality: must fail. (In bf16
-#                at real width it passes: the single-device bf16 run's own error against fp32 is as
-#                large as the gradient on many tensors, README "Sharded training");
+#     e2b-summed-gradients-f32  model_controls:sum_reduced_sharding, fp32 equality: must fail;
+#     e2b-summed-gradients  the same in bf16: must fail (the constructed weights keep bf16 with fp32);
+#     e2b-summed-gradients-factory  the same in bf16 on the factory's random initialisation (--weights
+#                factory): passes, the blindness the constructed weights remove (README "Sharded
+#                training": the single-device bf16 run's own error is as large as the gradients);
 #     e2b-sdpa-equality, e2b-eager-equality  bf16 equality alone with sdpa and eager attention: must
 #                pass (their notes: each single-device bf16 run's agreement with its fp32 run).
 # The default RUNS (e2b, 26b-a4b, e2b-closure-control, e2b-f32, e2b-summed-gradients-f32) adds up to
@@ -47,7 +49,7 @@ STEPS_OPTIONAL=()
 stage_parse distributed "$@"
 [ ${#EXTRA_ARGS[@]} -eq 0 ] || usage_error "unknown option '${EXTRA_ARGS[0]}'"
 NPROC=${NPROC:-2}
-ALL_RUNS=e2b,26b-a4b,31b,e2b-closure-control,e2b-mixed-precision,e2b-f32,e2b-summed-gradients-f32,26b-a4b-f32,31b-f32,e2b-sdpa-equality,e2b-eager-equality
+ALL_RUNS=e2b,26b-a4b,31b,e2b-closure-control,e2b-mixed-precision,e2b-f32,e2b-summed-gradients-f32,e2b-summed-gradients,e2b-summed-gradients-factory,26b-a4b-f32,31b-f32,e2b-sdpa-equality,e2b-eager-equality
 RUNS=${RUNS:-e2b,26b-a4b,e2b-closure-control,e2b-f32,e2b-summed-gradients-f32}
 [ "$RUNS" = all ] && RUNS=$ALL_RUNS
 for name in ${RUNS//,/ }; do
@@ -90,6 +92,10 @@ if step runs && python_env; then
   # fp32 at real width: the strict rule (max-abs <= 1e-4 x max, cosine >= 0.99999) on the sharding alone.
   distributed_run e2b-f32 0 --factory transformers_models:sdpa --geometry e2b --dtype f32 --checks sharded-equals-single
   distributed_run e2b-summed-gradients-f32 1 --factory transformers_models:sdpa --geometry e2b --dtype f32 \
+    --sharding model_controls:sum_reduced_sharding --checks sharded-equals-single
+  distributed_run e2b-summed-gradients 1 --factory transformers_models:sdpa --geometry e2b \
+    --sharding model_controls:sum_reduced_sharding --checks sharded-equals-single
+  distributed_run e2b-summed-gradients-factory 0 --factory transformers_models:sdpa --geometry e2b --weights factory \
     --sharding model_controls:sum_reduced_sharding --checks sharded-equals-single
   distributed_run 26b-a4b-f32 0 --factory transformers_models:sdpa_grouped_mm --geometry 26b-a4b --dtype f32 \
     --checks sharded-equals-single --equal-seq "${EQUAL_SEQ_LARGE:-2048}"

@@ -355,22 +355,34 @@ calibrate_run() {
   grep -E "WRONG|^  (f32|bf16|f16) |^PASS|^FAIL" "$OUT/$name.txt" | tail -40
 }
 
+# real_size_part PART: whether $REAL_SIZE_PARTS (default all: generate,transformers,python,calibrate)
+# names it, so that one device call can take a part of the step.
+real_size_part() { [[ ",${REAL_SIZE_PARTS:-generate,transformers,python,calibrate}," == *",$1,"* ]]; }
+
 if step real-size && python_env; then
-  run real-size-f16 0 "$OUT/real_size_f16.log" \
-    python3 golden/generators/hf_real_cases.py --out golden/real --dtype f16 --device cuda --conform $CLI
-  run real-size-f16-full-width 0 "$OUT/real_size_f16_full_width.log" python3 golden/generators/hf_real_cases.py \
-    --out golden/real --geometry e2b --full-width --dtype f16 --device cuda --conform $CLI
+  if real_size_part generate; then
+    run real-size-f16 0 "$OUT/real_size_f16.log" \
+      python3 golden/generators/hf_real_cases.py --out golden/real --dtype f16 --device cuda --conform $CLI
+    run real-size-f16-full-width 0 "$OUT/real_size_f16_full_width.log" python3 golden/generators/hf_real_cases.py \
+      --out golden/real --geometry e2b --full-width --dtype f16 --device cuda --conform $CLI
+  fi
   # transformers with SDPA (another attention path than the goldens' eager one) must pass every
   # real-size golden through golden check; the soft-cap dropped must fail.
-  run real-size-transformers 0 "$OUT/real_size_transformers.log" python3 golden/generators/check_transformers_candidates.py \
-    --cli $CLI --real golden/real --real-only --device cuda --dtypes "${DTYPES:-bf16,f16,f32}" \
-    --real-geometries e2b,e4b,31b,26b-a4b,e2b-full-width
-  for dtype in $(echo "${DTYPES:-bf16,f16,f32}" | tr , ' '); do
-    py_run "python-real-size-$dtype" 0 conform --backend python_backends:correct --dtype "$dtype" \
-      --filter '^real_size/'
-  done
-  calibrate_run "real-size-cuda-$(gpu_key)" --device cuda --categories real_size --dtype "${DTYPES:-bf16,f16,f32}" \
-    --jobs "${JOBS:-4}"
+  if real_size_part transformers; then
+    run real-size-transformers 0 "$OUT/real_size_transformers.log" \
+      python3 golden/generators/check_transformers_candidates.py --cli $CLI --real golden/real --real-only \
+      --device cuda --dtypes "${DTYPES:-bf16,f16,f32}" --real-geometries e2b,e4b,31b,26b-a4b,e2b-full-width
+  fi
+  if real_size_part python; then
+    for dtype in $(echo "${DTYPES:-bf16,f16,f32}" | tr , ' '); do
+      py_run "python-real-size-$dtype" 0 conform --backend python_backends:correct --dtype "$dtype" \
+        --filter '^real_size/'
+    done
+  fi
+  if real_size_part calibrate; then
+    calibrate_run "real-size-cuda-$(gpu_key)" --device cuda --categories real_size --dtype "${DTYPES:-bf16,f16,f32}" \
+      --jobs "${JOBS:-4}"
+  fi
 fi
 
 if step scoreboard && python_env; then
