@@ -21,7 +21,7 @@ constexpr int64_t kIdentityFraction = 4;  // the first H / 4 hidden coordinates:
 constexpr double kConstantScale = 1.0, kBosScale = 3.0;
 constexpr int64_t kPosPairs = 16, kSinkPairs = 16;
 constexpr double kQueryDirectionGain = 0.7;
-constexpr double kPostBranch = 0.5, kLayerScalar = 0.9, kLayerScalarSpread = 0.05, kFinalNorm = 2.0;
+constexpr double kPostBranch = 0.5, kLayerScalar = 0.9, kLayerScalarSpread = 0.05, kFinalNorm = 16.0;
 
 enum class Role { kLocal, kSink, kContent, kRetrieval };
 struct HeadRole {

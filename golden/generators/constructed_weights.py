@@ -43,7 +43,7 @@ IDENTITY_FRACTION = 4   # the first H / 4 hidden coordinates are the token ident
 CONSTANT_SCALE, BOS_SCALE = 1.0, 3.0  # the two context directions' weight in the embedding
 POS_PAIRS, SINK_PAIRS = 16, 16        # RoPE pairs of the pos (sliding) and sink sets
 QUERY_DIRECTION_GAIN = 0.7            # the constant direction's share of a normed hidden state
-POST_BRANCH, LAYER_SCALAR, LAYER_SCALAR_SPREAD, FINAL_NORM = 0.5, 0.9, 0.05, 2.0
+POST_BRANCH, LAYER_SCALAR, LAYER_SCALAR_SPREAD, FINAL_NORM = 0.5, 0.9, 0.05, 16.0
 # q_norm and k_norm scale of the pos, sink and content dims, by layer type
 GAINS = {"sliding_attention": (0.45, 0.42, 0.25), "full_attention": (0.45, 0.2, 0.25)}
 # Query head h takes role h % 4: its energy's shares of pos, sink and content dims (sum 1)
