@@ -24,14 +24,13 @@ which recomputes the model with every in-tree variant (minutes per variant on a 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hf_cases import DTYPES, PAD_ID  # noqa: E402
-from hf_real_cases import SEED, write_case, write_decode  # noqa: E402
+from hf_real_cases import SEED, fill_baselines, write_case, write_decode  # noqa: E402
 from real_weights import Weights, text_config  # noqa: E402
 
 
@@ -71,10 +70,7 @@ def main(argv: list[str]) -> int:
         start = time.monotonic()
         path = write_decode(name, config, weights, args.out, args.seed, args.device)
         print(f"{path}: {path.stat().st_size} bytes, {time.monotonic() - start:.1f} s", flush=True)
-    if reduced and args.conform:
-        subprocess.run([str(args.conform), "golden", "baseline", *reduced, "--device", args.device], check=True)
-    elif reduced:
-        print("bf16/f16 files need baseline/: run gemma4-conform golden baseline on them", file=sys.stderr)
+    fill_baselines(args.conform, reduced, args.device)
     return 0
 
 

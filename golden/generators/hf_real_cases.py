@@ -16,9 +16,12 @@ Each case keeps what kernels and engines dispatch on and reduces only what no co
 
 Inputs: B = 2 rows of S = 2 x window + 1 tokens. Row 0 is left-padded; row 1 packs two sequences
 (position ids restart; transformers' own mask functions make its block-diagonal mask, row by row,
-since transformers detects packing only in a row without an attention mask). Weights are not
-stored: they come from the counter generator (FORMAT.md, "Generated tensors") with the file's seed,
-rounded to the dtype, so the reference recreates them bit for bit.
+since transformers detects packing only in a row without an attention mask); BOS starts every
+sequence and a marker token recurs more than a window later (planted_tokens). Weights are not
+stored: they are the constructed weights (FORMAT.md, "Constructed weights"; constructed_weights.py)
+for the file's seed, rounded to the dtype, so the reference recreates them bit for bit;
+--weights generated gives the plain counter-generator weights and uniform tokens of the files before
+them. --full-width keeps the released widths (e2b-full-width.*).
 
 Stored: logits, loss, and the gradient of every trainable tensor of at most 4096 elements (every
 norm weight, q_norm/k_norm of head dims 256 and 512 included, the embedding tables, the MLPs, the
@@ -322,6 +325,14 @@ def write_decode(label: str, config: dict[str, Any], weights: Weights, out: Path
     return path
 
 
+def fill_baselines(conform: Path | None, reduced: list[str], device: str) -> None:
+    """baseline/ of the bf16/f16 files just written (`gemma4-conform golden baseline`), or a reminder."""
+    if reduced and conform:
+        subprocess.run([str(conform), "golden", "baseline", *reduced, "--device", device], check=True)
+    elif reduced:
+        print("bf16/f16 files need baseline/: run gemma4-conform golden baseline on them", file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -373,10 +384,7 @@ def main(argv: list[str]) -> int:
             print(f"{path}: {path.stat().st_size} bytes, {time.monotonic() - start:.1f} s", flush=True)
             if dtype_name != "f32":
                 reduced.append(str(path))
-    if reduced and args.conform:
-        subprocess.run([str(args.conform), "golden", "baseline", *reduced, "--device", args.device], check=True)
-    elif reduced:
-        print("bf16/f16 files need baseline/: run gemma4-conform golden baseline on them", file=sys.stderr)
+    fill_baselines(args.conform, reduced, args.device)
     return 0
 
 
