@@ -21,7 +21,7 @@ constexpr int64_t kIdentityFraction = 4;  // the first H / 4 hidden coordinates:
 constexpr double kConstantScale = 1.0, kBosScale = 3.0;
 constexpr int64_t kPosPairs = 16, kSinkPairs = 16;
 constexpr double kQueryDirectionGain = 0.7;
-constexpr double kPostBranch = 0.5, kLayerScalar = 0.9, kLayerScalarSpread = 0.05, kFinalNorm = 16.0;
+constexpr double kPostAttention = 0.25, kPostBranch = 0.0625, kLayerScalar = 0.9, kLayerScalarSpread = 0.05, kFinalNorm = 16.0;
 
 enum class Role { kLocal, kSink, kContent, kRetrieval };
 struct HeadRole {
@@ -38,11 +38,11 @@ const TypeConstruction& construction_of(LayerType type) {
                                           {Role::kSink, 0.0, 0.5, 0.5},
                                           {Role::kContent, 0.0, 0.0, 1.0},
                                           {Role::kLocal, 0.3, 0.2, 0.5}}}};
-  static const TypeConstruction full{0.45, 0.2, 0.25,
+  static const TypeConstruction full{0.45, 0.28, 0.25,
                                      {{{Role::kSink, 0.0, 0.6, 0.4},
                                        {Role::kRetrieval, 0.0, 0.3, 0.7},
                                        {Role::kRetrieval, 0.0, 0.0, 1.0},
-                                       {Role::kContent, 0.0, 0.3, 0.7}}}};
+                                       {Role::kLocal, 0.4, 0.2, 0.4}}}};
   return type == LayerType::kSliding ? sliding : full;
 }
 
@@ -191,9 +191,12 @@ torch::Tensor constructed_weight(const Config& c, const std::string& name, at::I
   if (!std::regex_match(name, m, layer_name)) return to_float(w, shape);
   const int l = std::stoi(m[1].str());
   const std::string local = m[2].str();
-  if (local == "post_attention_layernorm.weight" || local == "post_feedforward_layernorm.weight" ||
-      local == "post_per_layer_input_norm.weight") {
-    for (double& e : w) e = e * kPostBranch;
+  if (local == "post_attention_layernorm.weight") {
+    for (double& e : w) e = e * (kPostAttention * std::sqrt(static_cast<double>(H)));
+    return to_float(w, shape);
+  }
+  if (local == "post_feedforward_layernorm.weight" || local == "post_per_layer_input_norm.weight") {
+    for (double& e : w) e = e * (kPostBranch * std::sqrt(static_cast<double>(H)));
     return to_float(w, shape);
   }
   if (local == "layer_scalar") return counter_uniform(seed, name, shape, kLayerScalar, kLayerScalarSpread);

@@ -16,7 +16,7 @@
 namespace gemma4 {
 
 // The construction's version: root attribute `construction` of a golden with weights = constructed.
-constexpr int64_t kConstruction = 1;
+constexpr int64_t kConstruction = 2;
 // The token the construction's BOS direction belongs to (Gemma's bos_token_id): the inputs of a
 // constructed golden put it at every sequence start, where the sink heads find it.
 constexpr int64_t kConstructedBosId = 2;

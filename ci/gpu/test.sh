@@ -43,8 +43,9 @@
 #                         by transformers with their baselines (hf_real_cases.py --dtype f16 --device
 #                         cuda; e2b-full-width too); transformers with SDPA against every file (golden
 #                         check: must pass; the soft-cap dropped: must fail); python_backends:correct on
-#                         real_size; then calibrate --device cuda --categories real_size in $DTYPES:
-#                         every legitimate backend passes, each faulty one that declares real_size fails;
+#                         real_size; then calibrate --device cuda --categories real_size in $DTYPES,
+#                         one process per GPU (real-size-cuda-<gpu>-<i>): every legitimate backend
+#                         passes, each faulty one that declares real_size fails;
 #   calibrate             gemma4-conform calibrate --device cuda in $DTYPES (default bf16,f16,f32; $JOBS
 #                         at a time, default 4): legitimate backends pass, faulty ones fail where they
 #                         say; real_size is the step above's;
@@ -379,9 +380,30 @@ if step real-size && python_env; then
         --filter '^real_size/'
     done
   fi
+  # One calibrate per GPU (at ~25 s a run on an H200, 45 runs a dtype), the backends that judge
+  # real_size (legitimate ones, faulty ones declaring it) dealt out in turn; each process computes
+  # the baseline family once. $PER_GPU (default 1) processes share a GPU; REAL_SIZE_KINDS=legitimate
+  # leaves the faulty backends out.
   if real_size_part calibrate; then
-    calibrate_run "real-size-cuda-$(gpu_key)" --device cuda --categories real_size --dtype "${DTYPES:-bf16,f16,f32}" \
-      --jobs "${JOBS:-4}"
+    gpus=$(gpu_count)
+    mapfile -t groups < <(PYTHONPATH=build/python python3 - $((gpus * ${PER_GPU:-1})) << 'EOF'
+import os
+import sys
+from gemma4_conform import _core
+legitimate_only = os.environ.get("REAL_SIZE_KINDS") == "legitimate"
+names = [b["name"] for b in _core.builtin_backends()
+         if b["kind"] != "faulty" or ("real_size" in b["fails_in"] and not legitimate_only)]
+n = int(sys.argv[1])
+for i in range(n):
+    print("^(" + "|".join(names[i::n]) + ")$")
+EOF
+    )
+    IFS=, read -ra visible <<< "${CUDA_VISIBLE_DEVICES:-$(seq -s, 0 $((gpus - 1)))}"
+    for i in "${!groups[@]}"; do
+      CUDA_VISIBLE_DEVICES=${visible[$((i % gpus))]} calibrate_run "real-size-cuda-$(gpu_key)-$i" --device cuda --categories real_size \
+        --dtype "${DTYPES:-bf16,f16,f32}" --backends "${groups[$i]}" &
+    done
+    wait
   fi
 fi
 
