@@ -63,7 +63,9 @@ def main(argv: list[str]) -> int:
             for (subject, dtype), value in ratios(json.load(f), args.category).items():
                 if (label, dtype) not in columns:
                     columns.append((label, dtype))
-                cells[subject][(label, dtype)] = value
+                held = cells[subject].get((label, dtype))  # several reports of a label: the largest
+                if held is None or value[0] > held[0]:
+                    cells[subject][(label, dtype)] = value
     legit = [s for s in cells if kinds.get(s, {}).get("kind") in ("reference", "fused", "variant")]
     faulty = sorted(s for s in cells if kinds.get(s, {}).get("kind") == "faulty"
                     and (args.all or args.category in kinds[s]["fails_in"]))
