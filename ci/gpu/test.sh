@@ -380,10 +380,11 @@ if step real-size && python_env; then
         --filter '^real_size/'
     done
   fi
-  # One calibrate per GPU (at ~25 s a run on an H200, 45 runs a dtype), the backends that judge
-  # real_size (legitimate ones, faulty ones declaring it) dealt out in turn; each process computes
-  # the baseline family once. $PER_GPU (default 1) processes share a GPU; REAL_SIZE_KINDS=legitimate
-  # leaves the faulty backends out.
+  # One calibrate per GPU (45 runs a dtype, 50-110 s each on an H200 with 8 side by side), the
+  # backends that judge real_size (legitimate ones, faulty ones declaring it) dealt out in turn, so
+  # that the groups are even; each process computes the baseline family once. $PER_GPU (default 1)
+  # processes share a GPU; REAL_SIZE_KINDS=legitimate leaves the faulty backends out. Run one
+  # test.sh at a time: python_env installs .whl into the one /tmp/site.
   if real_size_part calibrate; then
     gpus=$(gpu_count)
     mapfile -t groups < <(PYTHONPATH=build/python python3 - $((gpus * ${PER_GPU:-1})) << 'EOF'
