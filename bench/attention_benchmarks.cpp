@@ -43,8 +43,6 @@ namespace {
 
 using torch::Tensor;
 
-constexpr int kWarmup = 3;
-
 struct AttentionOp {
   const char* name;
   LayerType shape;  // whose heads and head dim (layer_of_type)

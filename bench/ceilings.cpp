@@ -19,7 +19,6 @@ namespace {
 
 using torch::Tensor;
 
-constexpr int kWarmup = 3;
 struct CopySize {
   int64_t bytes;  // of each buffer
   const char* label;

@@ -41,7 +41,6 @@ namespace {
 
 using torch::Tensor;
 
-constexpr int kWarmup = 3;
 constexpr int64_t kBatches[] = {1, 8, 64};
 constexpr int64_t kCacheLens[] = {4096, 32768};
 

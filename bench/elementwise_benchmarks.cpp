@@ -25,8 +25,6 @@ using torch::Tensor;
 using Shapes = std::vector<std::vector<int64_t>>;
 using Tensors = std::vector<Tensor>;
 
-constexpr int kWarmup = 3;
-
 struct MemoryBoundOp {
   std::string name;
   int64_t head_dim = 0;  // asked of the capabilities; 0: not asked

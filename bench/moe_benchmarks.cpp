@@ -22,7 +22,6 @@ namespace {
 
 using torch::Tensor;
 
-constexpr int kWarmup = 3;
 const char* const kOp = "moe_experts";
 
 struct Case {

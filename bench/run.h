@@ -28,6 +28,10 @@ using Prepare = std::function<std::function<void()>()>;
 void run_benchmark(benchmark::State& state, const torch::Device& device, const Work& work, int warmup,
                    const Prepare& prepare);
 
+// The warm-up every benchmark of this program gives run_benchmark: three untimed steps load the
+// kernels, fill the caching allocator and settle cuBLAS/cuDNN's algorithm choice.
+inline constexpr int kWarmup = 3;
+
 // The step of an op: `forward` under NoGradGuard, or `forward` then the backward of its outputs
 // against `upstream` w.r.t. `inputs` (torch::autograd::grad: the gradients are returned and
 // dropped, never accumulated into .grad).

@@ -33,7 +33,7 @@ const KernelCase kCases[] = {
     {"31b-global", LayerType::kFull, 8, 1, 512, 0, 300},
     {"e2b-sliding", LayerType::kSliding, 4, 1, 256, 512, 560},
 };
-constexpr int64_t kBatch = 2, kLeftPadding = 5, kChunk = 384;
+constexpr int64_t kBatch = 2, kLeftPadding = 5, kPrefillChunk = 384;
 const int64_t kSteps[] = {1, 1, 4, 1};
 
 struct Inputs {
@@ -44,7 +44,7 @@ struct Inputs {
 Inputs make_inputs(const KernelCase& c, torch::ScalarType dtype, const torch::Device& device) {
   at::manual_seed(17);
   std::vector<int64_t> sizes;
-  for (int64_t a = 0; a < c.prompt; a += kChunk) sizes.push_back(std::min(kChunk, c.prompt - a));
+  for (int64_t a = 0; a < c.prompt; a += kPrefillChunk) sizes.push_back(std::min(kPrefillChunk, c.prompt - a));
   for (int64_t s : kSteps) sizes.push_back(s);
   Inputs in;
   int64_t total = 0;

@@ -162,7 +162,7 @@ Model decode_model(const DecodeGolden& g, torch::ScalarType dtype, const torch::
   return Model(config, seeded_weights(g.weights_mode, config, g.seed, dtype, device));
 }
 
-TensorMap decode_candidate(const DecodeGolden& g, const Model& model, const GenerateOptions& options,
+TensorMap decode_candidate(const DecodeGolden& g, const Model& model, const gemma4::GenerateOptions& options,
                            const std::vector<Draft>* drafts) {
   if (drafts) {
     const Tensor logits = speculative_logits(model, g.sequences, g.attention_mask, g.prompt_length(), options, *drafts);
@@ -204,7 +204,7 @@ VerifyReport verify_decode_golden(const DecodeGolden& g, const torch::Device& de
       report.checks.push_back(std::move(check));
     }
   };
-  GenerateOptions options;
+  gemma4::GenerateOptions options;
   options.kv_key = g.kv_key;
   judge_run("whole-prompt/", decode_candidate(g, model, options));
   options.prefill_chunk = 5;

@@ -51,7 +51,7 @@ Model decode_model(const DecodeGolden& golden, torch::ScalarType dtype, const to
 // was chosen from, and the prompt caches cut to the golden's entries, named as in `expected`. A
 // cache that no longer holds an entry the golden has throws gemma4::Error naming the layer.
 // With `drafts`, the new tokens come as speculative drafts (speculative_logits): scores only.
-TensorMap decode_candidate(const DecodeGolden& golden, const Model& model, const GenerateOptions& options,
+TensorMap decode_candidate(const DecodeGolden& golden, const Model& model, const gemma4::GenerateOptions& options,
                            const std::vector<Draft>* drafts = nullptr);
 
 // golden verify of a decode file, on `device` in f32 with the reference: teacher-forced scores and

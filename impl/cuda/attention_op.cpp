@@ -15,10 +15,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-AttentionDtype kernel_dtype(torch::ScalarType t) {
-  return t == torch::kBFloat16 ? AttentionDtype::kBFloat16 : AttentionDtype::kFloat16;
-}
-
 int kernel_head_dim(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 256 ? 256 : 512; }
 
 void check_launch(const char* error) { TORCH_CHECK(error[0] == '\0', "cuda attention: ", error); }
@@ -78,7 +74,7 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     args.lse = lse.data_ptr<float>();
     const torch::Tensor tile_counter = at::zeros({1}, q.options().dtype(torch::kInt32));
     args.tile_counter = tile_counter.data_ptr<int32_t>();
-    check_launch(launch_attention_forward(kernel_dtype(q.scalar_type()), args, at::cuda::getCurrentCUDAStream()));
+    check_launch(launch_attention_forward(attention_kernel_dtype(q.scalar_type()), args, at::cuda::getCurrentCUDAStream()));
     ctx->save_for_backward({q, k, v, key_valid, o, lse});
     ctx->saved_data["left"] = left;
     ctx->saved_data["right"] = right;
@@ -102,13 +98,13 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     args.lse = lse.data_ptr<float>();
     // delta_i = sum_d dO_id O_id: the softmax backward's row term, in fp32, [B, Hq, S].
     const torch::Tensor delta = at::empty_like(lse);
-    check_launch(launch_attention_delta(kernel_dtype(q.scalar_type()), args.shape, o.data_ptr(), dout.data_ptr(),
+    check_launch(launch_attention_delta(attention_kernel_dtype(q.scalar_type()), args.shape, o.data_ptr(), dout.data_ptr(),
                                         delta.data_ptr<float>(), at::cuda::getCurrentCUDAStream()));
     args.delta = delta.data_ptr<float>();
     args.dq = dq.data_ptr();
     args.dk = dk.data_ptr();
     args.dv = dv.data_ptr();
-    check_launch(launch_attention_backward(kernel_dtype(q.scalar_type()), args, at::cuda::getCurrentCUDAStream()));
+    check_launch(launch_attention_backward(attention_kernel_dtype(q.scalar_type()), args, at::cuda::getCurrentCUDAStream()));
     return {dq, dk, dv, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };

@@ -135,10 +135,6 @@ void update(LayerKvCache& base, const Tensor& k, const Tensor& v, int64_t start)
   c.end = start + steps;
 }
 
-AttentionDtype kernel_dtype(torch::ScalarType t) {
-  return t == torch::kBFloat16 ? AttentionDtype::kBFloat16 : AttentionDtype::kFloat16;
-}
-
 Tensor decode_kernel(const Cache& c, const Tensor& q, const Tensor& padding, int64_t window, int64_t first_key,
                      int64_t start) {
   const CacheSpec& s = c.spec;
@@ -161,13 +157,13 @@ Tensor decode_kernel(const Cache& c, const Tensor& q, const Tensor& padding, int
   }
   Tensor out = at::empty_like(q);
   a.out = out.data_ptr();
-  const DecodePlan plan = plan_decode_attention(kernel_dtype(s.dtype), a);
+  const DecodePlan plan = plan_decode_attention(attention_kernel_dtype(s.dtype), a);
   Tensor workspace;
   if (plan.workspace_bytes > 0) {
     workspace = at::empty({int64_t(plan.workspace_bytes)}, q.options().dtype(torch::kUInt8));
   }
   const char* error =
-      launch_decode_attention(kernel_dtype(s.dtype), a, plan, workspace.defined() ? workspace.data_ptr() : nullptr,
+      launch_decode_attention(attention_kernel_dtype(s.dtype), a, plan, workspace.defined() ? workspace.data_ptr() : nullptr,
                               at::cuda::getCurrentCUDAStream());
   if (error[0] != '\0') throw Error(at_layer(s) + error);
   return out.view({q.size(0), q.size(1), q.size(2) * q.size(3)});

@@ -7,6 +7,7 @@
 
 #include "impl/backend.h"
 #include "impl/faulty/faulty_backends.h"
+#include "impl/tests/faulty_test_support.h"
 #include "reference/tests/test_support.h"
 
 namespace gemma4::impl {
@@ -14,12 +15,7 @@ namespace {
 
 using torch::Tensor;
 
-const Backend& faulty(const std::string& name) { return find_backend(name); }
-
-Tensor uniform(std::vector<int64_t> shape, uint64_t seed) {
-  torch::manual_seed(seed);
-  return torch::rand(shape) * 2 - 1;
-}
+using test::uniform;
 
 struct ReplacedCase {
   const char* backend;

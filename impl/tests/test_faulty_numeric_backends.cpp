@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "impl/faulty/faulty_backends.h"
+#include "impl/tests/faulty_test_support.h"
 #include "reference/error.h"
 #include "reference/tests/test_support.h"
 
@@ -14,18 +15,7 @@ namespace {
 
 using torch::Tensor;
 
-const Backend& faulty(const std::string& name) {
-  static const std::vector<Backend> all = faulty_backends();
-  for (const Backend& b : all) {
-    if (b.name == name) return b;
-  }
-  throw Error("no backend " + name);
-}
-
-Tensor uniform(std::vector<int64_t> shape, uint64_t seed, double half_width = 1.0) {
-  torch::manual_seed(seed);
-  return (torch::rand(shape) * 2 - 1) * half_width;
-}
+using test::uniform;
 
 // The reference op and the faulty one on the same inputs.
 struct OpPair {

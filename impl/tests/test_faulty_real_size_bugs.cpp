@@ -8,6 +8,7 @@
 
 #include "impl/backend.h"
 #include "impl/faulty/faulty_backends.h"
+#include "impl/tests/faulty_test_support.h"
 #include "reference/ops.h"
 #include "reference/tests/test_support.h"
 
@@ -16,12 +17,7 @@ namespace {
 
 using torch::Tensor;
 
-const Backend& faulty(const std::string& name) { return find_backend(name); }
-
-Tensor uniform(std::vector<int64_t> shape, uint64_t seed, double half_width = 1.0) {
-  torch::manual_seed(seed);
-  return (torch::rand(shape) * 2 - 1) * half_width;
-}
+using test::uniform;
 
 // Integers of -bound .. bound, as fp32.
 Tensor integers(std::vector<int64_t> shape, int64_t bound, uint64_t seed) {

@@ -69,6 +69,12 @@ inline torch::Tensor random_ids(int64_t batch, int64_t seq, int64_t vocab, uint6
   return torch::randint(vocab, {batch, seq}, torch::kInt64);
 }
 
+// Seeded fp32 values uniform in [-half_width, half_width).
+inline torch::Tensor uniform(std::vector<int64_t> shape, uint64_t seed, double half_width = 1.0) {
+  torch::manual_seed(seed);
+  return (torch::rand(shape) * 2 - 1) * half_width;
+}
+
 // Cosine similarity of two tensors as flat fp64 vectors; 1 when both are zero.
 inline double cosine(const torch::Tensor& a, const torch::Tensor& b) {
   const torch::Tensor x = a.to(torch::kFloat64).flatten(), y = b.to(torch::kFloat64).flatten();

@@ -36,7 +36,7 @@ const char* kSummary =
     "and verdict, then a summary. Warns when the runs come from different GPUs (or hosts, without a GPU)\n"
     "or used different repetition counts. Exit 1 on any regression or an unreadable report, 0 otherwise.";
 
-const std::vector<Option> kOptions = {
+const std::vector<Option> kBenchCompareOptions = {
     {"threshold", "PCT", "smallest change of median, in percent, that can be a verdict (default 5)"},
     {"html", "FILE", "also write a self-contained HTML report: the table and speed-against-S charts"},
 };
@@ -75,7 +75,7 @@ void print_table(const std::vector<Comparison>& rows, std::ostream& out) {
 
 int bench_compare_command(const std::vector<std::string>& argv) {
   Args args;
-  if (!args.parse("bench-compare BASE.json NEW.json", kSummary, kOptions, argv)) return 0;
+  if (!args.parse("bench-compare BASE.json NEW.json", kSummary, kBenchCompareOptions, argv)) return 0;
   if (args.positional().size() != 2) throw UsageError{"give exactly two reports: BASE.json NEW.json"};
   CompareOptions options;
   if (args.has("threshold")) options.threshold_percent = parse_threshold(args.get("threshold"));

@@ -27,9 +27,10 @@ namespace gemma4::cli {
 
 using namespace conformance;
 
-// A column: `s` padded to `width`, then one space.
-std::string pad(const std::string& s, size_t width) { return text::pad(s, width) + " "; }
 namespace {
+
+// A column: `s` padded to `width`, then one space.
+std::string column(const std::string& s, size_t width) { return text::pad(s, width) + " "; }
 
 std::string ratio_text(double r) {
   if (std::isinf(r)) return "inf";
@@ -40,12 +41,12 @@ std::string ratio_text(double r) {
 
 void print_separation(const std::vector<Separation>& table) {
   std::cout << "\nseparation (ratio = error / bound; legitimate must stay <= 1, every faulty backend must exceed 1):\n  "
-            << pad("dtype", 5) << pad("category", 24) << pad("worst legitimate", 17) << pad("weakest faulty", 15)
+            << column("dtype", 5) << column("category", 24) << column("worst legitimate", 17) << column("weakest faulty", 15)
             << "where / who\n";
   for (const Separation& s : table) {
-    std::cout << "  " << pad(s.dtype, 5) << pad(category_name(s.category), 24)
-              << pad(ratio_text(s.worst_legitimate), 17)
-              << pad(s.faulty_backends ? ratio_text(s.weakest_faulty) : "-", 15) << (s.separated() ? "" : "NOT SEPARATED  ")
+    std::cout << "  " << column(s.dtype, 5) << column(category_name(s.category), 24)
+              << column(ratio_text(s.worst_legitimate), 17)
+              << column(s.faulty_backends ? ratio_text(s.weakest_faulty) : "-", 15) << (s.separated() ? "" : "NOT SEPARATED  ")
               << (s.worst_legitimate > 0 ? s.worst_legitimate_at : "-") << " / " << (s.faulty_backends ? s.weakest_faulty_by : "-")
               << "\n";
   }
@@ -153,8 +154,8 @@ int calibrate_command(const std::vector<std::string>& argv) {
   auto conclude = [&](CalibrationRun& r) {
     r.judgement = judge(r.run, r.categories, r.expect);
     unexpected += r.judgement.as_expected ? 0 : 1;
-    std::cout << "  [" << ++finished << "/" << runs.size() << "] " << pad(r.backend().name, 44) << pad(r.run.dtype, 4)
-              << pad(r.isa.name, 16) << pad("expect " + std::string(expectation_name(r.expect)), 15)
+    std::cout << "  [" << ++finished << "/" << runs.size() << "] " << column(r.backend().name, 44) << column(r.run.dtype, 4)
+              << column(r.isa.name, 16) << column("expect " + std::string(expectation_name(r.expect)), 15)
               << (r.judgement.as_expected ? "ok   " : "WRONG ") << r.judgement.finding << " (" << std::fixed
               << std::setprecision(1) << r.run.seconds << " s)\n"
               << std::defaultfloat << std::flush;

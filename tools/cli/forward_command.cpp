@@ -19,7 +19,7 @@
 namespace gemma4::cli {
 namespace {
 
-const std::vector<Option> kOptions = {
+const std::vector<Option> kForwardOptions = {
     {"model", "DIR", "Hugging Face checkpoint directory (config.json + safetensors)", true},
     {"inputs", "FILE", "safetensors with int64 input_ids [B,S], optional labels, attention_mask", true},
     {"out", "FILE.h5", "output HDF5 file", true},
@@ -55,7 +55,7 @@ void write_outputs(h5::File& file, const Model& model, const ForwardOutputs& out
 
 int forward_command(const std::vector<std::string>& argv) {
   Args args;
-  if (!args.parse("forward", "Run the reference Gemma-4 decoder on a checkpoint.", kOptions, argv)) return 0;
+  if (!args.parse("forward", "Run the reference Gemma-4 decoder on a checkpoint.", kForwardOptions, argv)) return 0;
   if (!args.positional().empty()) throw UsageError{"unexpected argument '" + args.positional()[0] + "'"};
   const torch::ScalarType dtype = parse_dtype(args.get("dtype", "f32"));
   const torch::Device device = parse_device(args.get("device", "cpu"));

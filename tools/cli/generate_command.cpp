@@ -22,7 +22,7 @@
 namespace gemma4::cli {
 namespace {
 
-const std::vector<Option> kOptions = {
+const std::vector<Option> kGenerateOptions = {
     {"model", "DIR", "Hugging Face checkpoint directory (config.json + safetensors)", true},
     {"inputs", "FILE",
      "safetensors with int64 input_ids [B,S] and optional attention_mask [B,S] (without it, inferred from pad tokens "
@@ -85,7 +85,7 @@ int64_t parse_count(const Args& args, const std::string& name, int64_t minimum) 
 int generation_command(const std::vector<std::string>& argv) {
   Args args;
   if (!args.parse("generate", "Greedy generation with the reference Gemma-4 decoder, as transformers' generate.",
-                  kOptions, argv)) {
+                  kGenerateOptions, argv)) {
     return 0;
   }
   if (!args.positional().empty()) throw UsageError{"unexpected argument '" + args.positional()[0] + "'"};
