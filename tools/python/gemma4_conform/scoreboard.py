@@ -3,7 +3,7 @@ the suite, written as JSON, a static HTML page and a Markdown table.
 
     python -m gemma4_conform scoreboard --out tools/scoreboard [--device cpu,cuda] [--dtype f32,bf16]
         [--subjects REGEX] [--add NAME=MODULE:FACTORY ...] [--filter REGEX] [--skip-real-size]
-        [--timeout S] [--jobs N] [--triage FILE.json] [--readme README.md]
+        [--timeout S] [--jobs N] [--triage FILE.json] [--readme tools/scoreboard/README.md]
     python -m gemma4_conform scoreboard --render tools/scoreboard/scoreboard.json --out DIR
     python -m gemma4_conform scoreboard --merge cpu/scoreboard.json gpu/scoreboard.json --out DIR
 
@@ -124,7 +124,8 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="runs at once (child processes)")
     p.add_argument("--triage", type=Path, help="JSON {'<implementation> <path>': note} shown beside failing rows")
     p.add_argument("--render", type=Path, metavar="JSON", help="only render this scoreboard.json again")
-    p.add_argument("--readme", type=Path, help="also put the Markdown table into this README's scoreboard block")
+    p.add_argument("--readme", type=Path,
+                   help="also put the Markdown table into this file's scoreboard block (tools/scoreboard/README.md)")
     p.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                    help="only join these scoreboard.json files (a CPU and a GPU board) into one, rows in order")
     args = p.parse_args(argv)

@@ -26,8 +26,8 @@ def test_committed_page_is_the_commands_output(tmp_path):
     for name in ("index.html", "scoreboard.md"):
         assert (tmp_path / name).read_text() == (BOARD / name).read_text(), \
             f"tools/scoreboard/{name} is not the output of --render: rebuild it (README, 'Scoreboard')"
-    readme = (SOURCE / "README.md").read_text()
-    assert scoreboard.readme_with(readme, markdown(committed())) == readme, "README's scoreboard table is stale"
+    readme = (BOARD / "README.md").read_text()
+    assert scoreboard.readme_with(readme, markdown(committed())) == readme, "tools/scoreboard/README.md's table is stale"
 
 
 def chromium_dom(html_file: Path, profile: Path) -> str:
