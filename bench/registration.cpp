@@ -6,9 +6,9 @@ namespace gemma4::bench {
 
 Suite make_suite(const std::vector<std::string>& plugin_paths) {
   Suite suite{geometries(), {}};
-  // faulty-* reproduce bugs for the conformance suite; timing them says nothing.
+  // Faulty backends reproduce bugs for the conformance suite; timing them says nothing.
   for (const impl::Backend& b : impl::builtin_backends()) {
-    if (b.name.rfind("faulty-", 0) != 0) suite.backends.push_back(b);
+    if (b.kind != impl::BackendKind::kFaulty) suite.backends.push_back(b);
   }
   for (const std::string& path : plugin_paths) suite.backends.push_back(impl::load_plugin(path));
   return suite;
