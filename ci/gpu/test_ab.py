@@ -1,7 +1,7 @@
 """ci/gpu/ab.sh --prepare on a throwaway git repository, on the CPU (CTest ci_gpu_results): the base's
 versions of the changed files land in .ab-base/, and what an A/B cannot hold (a file added since
 the base, no change at all, an unknown revision) is refused with the reason. The GPU side (--bench)
-needs a GPU machine; the A/Bs in bench/README.md ran it there."""
+needs a GPU machine; bench/README.md ("A/B of a change") says how it runs there."""
 import shutil
 import subprocess
 from pathlib import Path

@@ -16,9 +16,10 @@
 // Bytes in flight. These kernels are bound by memory latency unless an SM keeps enough loads
 // outstanding: an H200 SM's share of the bandwidth (4.8 TB/s / 132) over a loaded DRAM latency of
 // about 1 us is about 36 KB, and a lane's one row (32 bytes; 16 warps an SM at 104-118 registers
-// a thread) is 16 KB: 58-80% of the copy ceiling, measured (bench/README.md). Neither holding
-// more rows in registers (more registers than it gains; the next row's raw x loaded ahead of the
-// current row's work: 2-8% slower on the H100) nor asking L2 for the rows ahead
+// a thread) is 16 KB: the register kernel's backward reaches 71-84% of the copy ceiling at 8k
+// tokens (bench/README.md, the baseline set). Neither holding more rows in registers (more
+// registers than it gains; the next row's raw x loaded ahead of the current row's work: 2-8% slower
+// on the H100) nor asking L2 for the rows ahead
 // (prefetch.global.L2: 6.4% slower at the H100's global shape) helped; all are described there.
 // What did: the forward's staged kernel (qk_norm_rope_staged.cuh), where TMA bulk copies bring a
 // warp's next units into shared memory, 8 KB in flight a warp and 96 KB an SM, and one launch
