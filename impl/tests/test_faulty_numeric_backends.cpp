@@ -5,9 +5,7 @@
 
 #include <functional>
 
-#include "impl/faulty/faulty_backends.h"
-#include "impl/tests/faulty_test_support.h"
-#include "reference/error.h"
+#include "impl/backend.h"
 #include "reference/tests/test_support.h"
 
 namespace gemma4::impl {
@@ -25,7 +23,7 @@ struct OpPair {
 OpPair attention(const std::string& name, int64_t Hq, int64_t Hkv, AttentionSpec spec, int64_t B = 2, int64_t S = 12,
                  int64_t D = 16) {
   const Tensor q = uniform({B, S, Hq, D}, 1), k = uniform({B, Hkv, S, D}, 2), v = uniform({B, Hkv, S, D}, 3);
-  return {reference_layer_ops().attention(q, k, v, spec), faulty(name).ops.attention(q, k, v, spec)};
+  return {reference_layer_ops().attention(q, k, v, spec), find_backend(name).ops.attention(q, k, v, spec)};
 }
 
 OpPair qk_norm_rope(const std::string& name, const RopeParameters& rope, int64_t D) {
@@ -34,7 +32,7 @@ OpPair qk_norm_rope(const std::string& name, const RopeParameters& rope, int64_t
   const Tensor norm = 1 + uniform({D}, 7, 0.5);
   const RopeTable table = rope_table(rope, D, S, torch::kFloat32, torch::kCPU);
   const QkvOutputs a = reference_layer_ops().qk_norm_rope(q, k, v, norm, norm, table, 1e-6);
-  const QkvOutputs b = faulty(name).ops.qk_norm_rope(q, k, v, norm, norm, table, 1e-6);
+  const QkvOutputs b = find_backend(name).ops.qk_norm_rope(q, k, v, norm, norm, table, 1e-6);
   return {at::cat({a.q.flatten(), a.k.flatten()}), at::cat({b.q.flatten(), b.k.flatten()})};
 }
 
@@ -54,10 +52,10 @@ TEST(FaultyNumericBackends, AttentionScale) { EXPECT_GT(difference(attention("fa
 
 TEST(FaultyNumericBackends, GeluExactIsSubtle) {
   const Tensor gate = uniform({2, 8, 64}, 8, 3.0), up = uniform({2, 8, 64}, 9);
-  const double d = test::max_abs_diff(faulty("faulty-gelu-exact").ops.geglu(gate, up), reference_layer_ops().geglu(gate, up));
+  const double d = test::max_abs_diff(find_backend("faulty-gelu-exact").ops.geglu(gate, up), reference_layer_ops().geglu(gate, up));
   EXPECT_GT(d, 1e-4);  // far above fp32 rounding...
   EXPECT_LT(d, 2e-3);  // ...and about bf16's: the reason it declares below_reduced_precision
-  EXPECT_TRUE(faulty("faulty-gelu-exact").below_reduced_precision);
+  EXPECT_TRUE(find_backend("faulty-gelu-exact").below_reduced_precision);
 }
 
 TEST(FaultyNumericBackends, RopeInterleaved) {
@@ -100,7 +98,7 @@ TEST(FaultyNumericBackends, MoeGateUpSwapped) {
   const Tensor x = uniform({T, H}, 10), gate_up = uniform({E, 2 * I, H}, 11, 0.4), down = uniform({E, H, I}, 12, 0.4);
   const Tensor index = torch::randint(0, E, {T, K}, torch::kInt64), weights = torch::rand({T, K});
   const Tensor a = reference_layer_ops().moe_experts(x, index, weights, gate_up, down);
-  const Tensor b = faulty("faulty-moe-gate-up-swapped").ops.moe_experts(x, index, weights, gate_up, down);
+  const Tensor b = find_backend("faulty-moe-gate-up-swapped").ops.moe_experts(x, index, weights, gate_up, down);
   EXPECT_GT(test::max_abs_diff(a, b), 1e-3);
 }
 

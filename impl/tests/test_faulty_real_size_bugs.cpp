@@ -8,7 +8,6 @@
 
 #include "impl/backend.h"
 #include "impl/faulty/faulty_backends.h"
-#include "impl/tests/faulty_test_support.h"
 #include "reference/ops.h"
 #include "reference/tests/test_support.h"
 
@@ -51,9 +50,9 @@ TEST(FaultyRealSizeBugs, EachReplacesExactlyItsPartAndDeclaresWhereItFails) {
   };
   for (const Declared& c : cases) {
     SCOPED_TRACE(c.backend);
-    EXPECT_EQ(replaced_parts(faulty(c.backend)), c.parts);
-    EXPECT_EQ(faulty(c.backend).fails_in, c.fails_in);
-    EXPECT_EQ(faulty(c.backend).below_reduced_precision, c.below_reduced_precision);
+    EXPECT_EQ(replaced_parts(find_backend(c.backend)), c.parts);
+    EXPECT_EQ(find_backend(c.backend).fails_in, c.fails_in);
+    EXPECT_EQ(find_backend(c.backend).below_reduced_precision, c.below_reduced_precision);
   }
   EXPECT_TRUE(replaced_parts(find_backend("reference")).empty());
 }
@@ -80,7 +79,7 @@ TEST(FaultyRealSizeBugs, GlobalWindowOnlyOnFullLayersLongerThanTheWindow) {
     const Tensor q = uniform({B, c.S, Hq, D}, 1), k = uniform({B, Hkv, c.S, D}, 2), v = uniform({B, Hkv, c.S, D}, 3);
     const AttentionSpec spec{c.type, c.window, false, Tensor()};
     const Tensor ref = reference_layer_ops().attention(q, k, v, spec);
-    const Tensor bad = faulty("faulty-global-window").ops.attention(q, k, v, spec);
+    const Tensor bad = find_backend("faulty-global-window").ops.attention(q, k, v, spec);
     if (!c.differs) {
       EXPECT_TRUE(torch::equal(ref, bad));
       continue;
@@ -138,9 +137,9 @@ TEST(FaultyRealSizeBugs, DecodeBugsOnlyOnGlobalLayersPastTheWindow) {
     SCOPED_TRACE(std::string(c.backend) + ": " + c.what);
     const KvCacheOps& ref = reference_kv_cache_ops();
     const Step a = decode_step(ref, c.type, c.window, c.held, c.c, 3);
-    const Step b = decode_step(faulty(c.backend).kv_cache, c.type, c.window, c.held, c.c, 3);
+    const Step b = decode_step(find_backend(c.backend).kv_cache, c.type, c.window, c.held, c.c, 3);
     const Tensor expected = ref.attention(a.q, *a.cache, a.spec);
-    const Tensor got = faulty(c.backend).kv_cache.attention(b.q, *b.cache, b.spec);
+    const Tensor got = find_backend(c.backend).kv_cache.attention(b.q, *b.cache, b.spec);
     if (c.differs) {
       EXPECT_GT(test::max_abs_diff(expected, got), 1e-3);
     } else {
@@ -152,7 +151,7 @@ TEST(FaultyRealSizeBugs, DecodeBugsOnlyOnGlobalLayersPastTheWindow) {
 // Past the wrap, a global layer's step is the reference's with each row's first real key masked
 // as padding: index 0 in the unpadded row, index 3 in the left-padded one.
 TEST(FaultyRealSizeBugs, SinkLostIsEachRowsFirstRealKey) {
-  const KvCacheOps& bad = faulty("faulty-decode-sink-lost-after-wrap").kv_cache;
+  const KvCacheOps& bad = find_backend("faulty-decode-sink-lost-after-wrap").kv_cache;
   const Step s = decode_step(bad, LayerType::kFull, 4, 10, 2, 3);
   DecodeAttentionSpec sinkless = s.spec;
   sinkless.padding = s.spec.padding.clone();
@@ -168,9 +167,9 @@ TEST(FaultyRealSizeBugs, SinkLostFromTheQueryThatWrapsTheRing) {
   const int64_t window = 4, S = 10;
   const KvCacheOps& ref = reference_kv_cache_ops();
   const Step a = decode_step(ref, LayerType::kFull, window, S, S, 0);
-  const Step b = decode_step(faulty("faulty-decode-sink-lost-after-wrap").kv_cache, LayerType::kFull, window, S, S, 0);
+  const Step b = decode_step(find_backend("faulty-decode-sink-lost-after-wrap").kv_cache, LayerType::kFull, window, S, S, 0);
   const Tensor expected = ref.attention(a.q, *a.cache, a.spec);
-  const Tensor got = faulty("faulty-decode-sink-lost-after-wrap").kv_cache.attention(b.q, *b.cache, b.spec);
+  const Tensor got = find_backend("faulty-decode-sink-lost-after-wrap").kv_cache.attention(b.q, *b.cache, b.spec);
   EXPECT_TRUE(torch::equal(expected.slice(1, 0, window), got.slice(1, 0, window)));
   EXPECT_GT(test::max_abs_diff(expected.slice(1, window), got.slice(1, window)), 1e-3);
 }
@@ -183,7 +182,7 @@ TEST(FaultyRealSizeBugs, RmsNormSumOfSquaresExactWhereBf16HoldsEveryPartialSum) 
     SCOPED_TRACE(H);
     torch::manual_seed(H);
     const Tensor x = torch::randint(0, 2, {3, 5, H}).to(torch::kFloat32) * 2 - 1, w = 1 + uniform({H}, 1, 0.5);
-    const auto& bad = faulty("faulty-rms-norm-sum-squares-bf16").ops.rms_norm;
+    const auto& bad = find_backend("faulty-rms-norm-sum-squares-bf16").ops.rms_norm;
     EXPECT_TRUE(torch::equal(bad(x, w, 1e-6), reference_layer_ops().rms_norm(x, w, 1e-6)));
     EXPECT_TRUE(torch::equal(bad(x, Tensor(), 1e-6), reference_layer_ops().rms_norm(x, Tensor(), 1e-6)));
   }
@@ -194,7 +193,7 @@ TEST(FaultyRealSizeBugs, RmsNormSumOfSquaresExactWhereBf16HoldsEveryPartialSum) 
 double rms_norm_error(int64_t H, torch::ScalarType dtype) {
   const Tensor x = uniform({4, 8, H}, 2).to(dtype), w = (1 + uniform({H}, 3, 0.5)).to(dtype);
   const Tensor ref = reference_layer_ops().rms_norm(x, w, 1e-6).to(torch::kFloat32);
-  const Tensor bad = faulty("faulty-rms-norm-sum-squares-bf16").ops.rms_norm(x, w, 1e-6);
+  const Tensor bad = find_backend("faulty-rms-norm-sum-squares-bf16").ops.rms_norm(x, w, 1e-6);
   EXPECT_EQ(bad.scalar_type(), dtype);
   return ((bad.to(torch::kFloat32) - ref).abs().max() / ref.abs().max()).item<double>();
 }
@@ -210,7 +209,7 @@ TEST(FaultyRealSizeBugs, RmsNormSumOfSquaresErrorGrowsWithTheWidth) {
 // ---- faulty-projection-bf16-accumulate
 
 TEST(FaultyRealSizeBugs, ProjectionAccumulatorExactWhereNoStepRounds) {
-  const auto& bad = faulty("faulty-projection-bf16-accumulate").ops.linear;
+  const auto& bad = find_backend("faulty-projection-bf16-accumulate").ops.linear;
   // Entries -1, 0, 1: every partial sum an integer of at most K = 64, exact in bf16 at every step.
   const Tensor x = integers({2, 5, 64}, 1, 7), w = integers({24, 64}, 1, 8);
   EXPECT_TRUE(torch::equal(bad(x, w), at::linear(x, w)));
@@ -231,7 +230,7 @@ TEST(FaultyRealSizeBugs, ProjectionAccumulatorExactWhereNoStepRounds) {
 double projection_error(int64_t K, torch::ScalarType dtype) {
   const Tensor x = uniform({4, 8, K}, 14).to(dtype), w = uniform({32, K}, 15).to(dtype);
   const Tensor truth = at::linear(x.to(torch::kFloat64), w.to(torch::kFloat64));
-  const Tensor bad = faulty("faulty-projection-bf16-accumulate").ops.linear(x, w);
+  const Tensor bad = find_backend("faulty-projection-bf16-accumulate").ops.linear(x, w);
   EXPECT_EQ(bad.scalar_type(), dtype);
   return ((bad.to(torch::kFloat64) - truth).abs().max() / truth.abs().max()).item<double>();
 }
@@ -266,7 +265,7 @@ TEST(FaultyRealSizeBugs, AccumulatorGradientsAreTheExactOps) {
     const std::vector<Tensor> ref = grads(reference_layer_ops());
     for (const char* name : {"faulty-rms-norm-sum-squares-bf16", "faulty-projection-bf16-accumulate"}) {
       SCOPED_TRACE(name);
-      const std::vector<Tensor> bad = grads(faulty(name).ops);
+      const std::vector<Tensor> bad = grads(find_backend(name).ops);
       for (size_t i = 0; i < ref.size(); ++i) EXPECT_TRUE(torch::equal(bad[i], ref[i])) << i;
     }
   }
