@@ -106,7 +106,5 @@ void check_golden_case(const golden::GoldenCase& golden, const SuiteOptions& opt
 // layer and cache ops, plainly or as speculative drafts (checks_decode.cpp): the scores, and the
 // prompt caches where the file has them, judged by the family rule.
 void check_decode_golden(const std::string& path, bool speculative, const SuiteOptions& options, Reporter& reporter);
-// The golden files of one dtype in `dir` ("<case>.<dtype>.h5", suffix ".<dtype>.h5"), sorted.
-std::vector<std::string> golden_files(const std::string& dir, const std::string& suffix);
 
 }  // namespace gemma4::conformance

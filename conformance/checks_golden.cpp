@@ -6,6 +6,7 @@
 #include "conformance/compare.h"
 #include "conformance/tiny_models.h"
 #include "golden/catalogue.h"
+#include "golden/data_dir.h"
 #include "golden/verify.h"
 #include "reference/files.h"
 
@@ -24,16 +25,6 @@ std::string unsupported_by(const golden::GoldenCase& g, const SuiteOptions& o) {
 
 }  // namespace
 
-std::vector<std::string> golden_files(const std::string& dir, const std::string& suffix) {
-  std::vector<std::string> out;
-  for (const std::string& name : files::list_directory(dir)) {
-    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      out.push_back(files::join(dir, name));
-    }
-  }
-  return out;
-}
-
 void check_golden_file(const std::string& path, const SuiteOptions& o, Reporter& reporter) {
   check_golden_case(golden::read_golden(path), o, reporter);
 }
@@ -46,22 +37,10 @@ void check_golden_case(const golden::GoldenCase& g, const SuiteOptions& o, Repor
 }
 
 std::vector<Check> golden_checks(const SuiteOptions& o) {
-  const std::string suffix = "." + golden::dtype_name(o.dtype) + ".h5";
   std::vector<Check> checks;
-  for (const std::string& path : golden_files(files::join(o.golden_dir, "reference/op"), suffix)) {
-    const std::string name = "op/" + path.substr(path.rfind('/') + 1, path.size() - path.rfind('/') - 1 - suffix.size());
-    checks.push_back({Category::kGolden, name, [path](const SuiteOptions& o, Reporter& r) { check_golden_file(path, o, r); }});
-  }
-  for (const std::string& path : golden_files(files::join(o.golden_dir, "reference/model"), suffix)) {
-    const std::string name = "model/" + path.substr(path.rfind('/') + 1, path.size() - path.rfind('/') - 1 - suffix.size());
-    checks.push_back({Category::kGolden, name, [path](const SuiteOptions& o, Reporter& r) { check_golden_file(path, o, r); }});
-  }
-  const std::string transformers = files::join(o.golden_dir, "transformers");
-  for (const std::string& name : files::list_directory(transformers)) {
-    const std::string path = files::join(files::join(transformers, name), "golden" + suffix);
-    if (!files::is_file(path)) continue;
-    checks.push_back({Category::kGolden, "transformers/" + name,
-                      [path](const SuiteOptions& o, Reporter& r) { check_golden_file(path, o, r); }});
+  for (const golden::CommittedGolden& g : golden::committed_goldens(o.golden_dir, golden::dtype_name(o.dtype))) {
+    const std::string path = g.path;
+    checks.push_back({Category::kGolden, g.name, [path](const SuiteOptions& o, Reporter& r) { check_golden_file(path, o, r); }});
   }
   return checks;
 }

@@ -13,6 +13,7 @@
 // The files of a dtype that is not committed (f16: the GPU host makes it) are simply absent: no
 // check, which the summary's count shows.
 #include "conformance/check.h"
+#include "golden/data_dir.h"
 #include "golden/golden_file.h"
 #include "reference/files.h"
 
@@ -41,13 +42,13 @@ void check_real_golden(const std::string& path, const SuiteOptions& o, Reporter&
 std::vector<Check> real_size_checks(const SuiteOptions& o) {
   const std::string suffix = "." + golden::dtype_name(o.dtype) + ".h5";
   std::vector<Check> checks;
-  for (const std::string& path : golden_files(files::join(o.golden_dir, "real"), suffix)) {
+  for (const std::string& path : golden::golden_files(files::join(o.golden_dir, "real"), suffix)) {
     const std::string file = path.substr(path.rfind('/') + 1);
     if (file.find(".decode.") != std::string::npos) continue;  // <geometry>.decode.f32.h5: below
     checks.push_back({Category::kRealSize, "golden/" + file.substr(0, file.size() - suffix.size()),
                       [path](const SuiteOptions& o, Reporter& r) { check_real_golden(path, o, r); }});
   }
-  for (const std::string& path : golden_files(files::join(o.golden_dir, "real"), ".decode.f32.h5")) {
+  for (const std::string& path : golden::golden_files(files::join(o.golden_dir, "real"), ".decode.f32.h5")) {
     const std::string file = path.substr(path.rfind('/') + 1);
     const std::string geometry = file.substr(0, file.size() - std::string(".decode.f32.h5").size());
     for (bool speculative : {false, true}) {

@@ -38,9 +38,10 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   return out;
 }
 
-pid_t spawn(const std::string& program, const ChildJob& job) {
-  std::vector<std::string> argv{program};
-  argv.insert(argv.end(), job.args.begin(), job.args.end());
+pid_t spawn(const ChildJob& job) {
+  if (job.command.empty()) throw Error("a child process without a command");
+  std::vector<std::string> argv = job.command;
+  const std::string& program = argv.front();
   std::vector<std::string> env = environment_with(job.env);
   std::vector<char*> argv_p = pointers(argv), env_p = pointers(env);
   posix_spawn_file_actions_t actions;
@@ -49,7 +50,7 @@ pid_t spawn(const std::string& program, const ChildJob& job) {
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   pid_t pid = -1;
-  const int error = posix_spawn(&pid, program.c_str(), &actions, nullptr, argv_p.data(), env_p.data());
+  const int error = posix_spawnp(&pid, program.c_str(), &actions, nullptr, argv_p.data(), env_p.data());
   posix_spawn_file_actions_destroy(&actions);
   if (error != 0) throw Error("cannot start " + program + ": " + std::strerror(error));
   return pid;
@@ -57,16 +58,8 @@ pid_t spawn(const std::string& program, const ChildJob& job) {
 
 }  // namespace
 
-std::string self_executable() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw Error("cannot find this program's path (/proc/self/exe)");
-  return std::string(buf, static_cast<size_t>(n));
-}
-
 void run_children(const std::vector<ChildJob>& jobs, int parallel, double timeout_seconds,
                   const std::function<void(size_t index, const ChildResult& result)>& done) {
-  const std::string program = self_executable();
   struct Running {
     size_t index;
     pid_t pid;
@@ -77,7 +70,7 @@ void run_children(const std::vector<ChildJob>& jobs, int parallel, double timeou
   size_t next = 0;
   while (next < jobs.size() || !running.empty()) {
     while (next < jobs.size() && static_cast<int>(running.size()) < std::max(1, parallel)) {
-      running.push_back({next, spawn(program, jobs[next]), Clock::now()});
+      running.push_back({next, spawn(jobs[next]), Clock::now()});
       ++next;
     }
     bool reaped = false;

@@ -1,8 +1,8 @@
 #pragma once
-// Running this program's own subcommands as child processes, a few at a time: `conform --isolate`
-// and `calibrate --isolate` run one `conform` per backend and dtype, so that a crash or a hang
-// becomes a failing run instead of the end of the command; `calibrate` runs a CPU ISA level other
-// than the native one in children too, since oneDNN reads its ISA limit once per process.
+// Running commands as child processes, a few at a time, each with a deadline: the engine runs one
+// `conform` per backend, device and dtype this way when asked to isolate them (a crash or a hang
+// becomes a failing run instead of the end of the command), and a CPU ISA level other than the
+// native one too, since oneDNN reads its ISA limit once per process.
 #include <functional>
 #include <map>
 #include <string>
@@ -11,7 +11,7 @@
 namespace gemma4::conformance {
 
 struct ChildJob {
-  std::vector<std::string> args;            // after the program name
+  std::vector<std::string> command;         // the program (a path, or a name looked up on PATH) and its arguments
   std::map<std::string, std::string> env;   // added to (or replacing in) this process's environment
   std::string log_path;                     // stdout and stderr go here
 };
@@ -24,9 +24,6 @@ struct ChildResult {
   int signal = 0;      // kCrashed only: the signal that ended it
   double seconds = 0;
 };
-
-// The path of the running executable (/proc/self/exe).
-std::string self_executable();
 
 // Runs every job, at most `parallel` at once, each killed after `timeout_seconds`; calls `done`
 // (on this thread) as each finishes, with its index into `jobs`.

@@ -18,9 +18,8 @@ void run_isolated(const std::vector<IsolatedJob>& jobs, int parallel, double tim
     const std::string stem = files::join(work_dir, label.subject + "." + label.device + "." + label.dtype + "." +
                                                        std::to_string(i));
     ChildJob child;
-    child.args = {"conform"};
-    child.args.insert(child.args.end(), jobs[i].conform_args.begin(), jobs[i].conform_args.end());
-    child.args.insert(child.args.end(), {"--report", stem + ".json"});
+    child.command = jobs[i].command;
+    child.command.insert(child.command.end(), {"--report", stem + ".json"});
     child.env = jobs[i].env;
     child.log_path = stem + ".log";
     children.push_back(std::move(child));

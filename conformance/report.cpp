@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "conformance/verdict.h"
 #include "reference/error.h"
 #include "reference/text.h"
 
@@ -84,6 +85,24 @@ std::optional<Status> parse_status(const std::string& name) {
   return std::nullopt;
 }
 
+const char* expectation_name(Expectation e) {
+  switch (e) {
+    case Expectation::kPass: return "pass";
+    case Expectation::kFail: return "fail";
+    case Expectation::kMayPass: return "may pass";
+  }
+  return "?";
+}
+
+const char* declared_outcome_name(DeclaredOutcome o) {
+  switch (o) {
+    case DeclaredOutcome::kAsDeclared: return "as_declared";
+    case DeclaredOutcome::kNotAsDeclared: return "not_as_declared";
+    case DeclaredOutcome::kNotRun: return "not_run";
+  }
+  return "?";
+}
+
 double Result::ratio() const {
   if (std::isnan(value)) return std::numeric_limits<double>::infinity();
   if (bound > 0) return value / bound;
@@ -113,6 +132,7 @@ std::string Run::label() const {
   for (const std::string* part : {&device, &dtype}) {
     if (!part->empty()) out += ", " + *part;
   }
+  if (!isa.empty() && isa != "native") out += " @" + isa;
   return out;
 }
 
@@ -184,19 +204,11 @@ void print_matrix(std::ostream& out, const Report& report) {
   for (const Run& run : report.runs) {
     out << "  " << pad(run.label(), width) << " ";
     for (Category c : present) {
-      int tests_failed = 0, rows = 0, not_supported = 0;
-      std::set<std::string> failed;
-      for (const Result& r : run.results) {
-        if (r.category != c) continue;
-        ++rows;
-        not_supported += r.status == Status::kNotSupported;
-        if (r.status == Status::kFail) failed.insert(r.test);
-      }
-      tests_failed = static_cast<int>(failed.size());
-      const std::string cell = rows == 0                  ? "-"
-                               : tests_failed > 0         ? "FAIL " + std::to_string(tests_failed)
-                               : not_supported == rows    ? "n/s"
-                                                          : "ok";
+      const CategoryVerdict v = category_verdict(run, c);
+      const std::string cell = v.state == CategoryState::kNotRun        ? "-"
+                               : v.state == CategoryState::kFail        ? "FAIL " + std::to_string(v.failed_tests)
+                               : v.state == CategoryState::kNotSupported ? "n/s"
+                                                                        : "ok";
       out << pad(cell, std::max<size_t>(8, std::string(category_name(c)).size())) << " ";
     }
     out << (run.error.empty() ? (run.passed() ? "PASS" : "FAIL") : "FAIL (" + run.error + ")") << "\n";
@@ -250,7 +262,18 @@ nlohmann::json to_json(const Run& run) {
                       {"failed_tests", run.failed_tests()},
                       {"passed", run.passed()},
                       {"seconds", run.seconds}};
+  if (!run.kind.empty()) j["kind"] = run.kind;
+  if (!run.isa.empty()) j["isa"] = run.isa;
   if (!run.error.empty()) j["error"] = run.error;
+  if (run.declared) {
+    nlohmann::json fails_in = nlohmann::json::array();
+    for (Category c : run.declared->fails_in) fails_in.push_back(category_name(c));
+    j.update({{"expected", expectation_name(run.declared->expect)},
+              {"fails_in", fails_in},
+              {"declared", declared_outcome_name(run.declared->outcome)},
+              {"as_expected", run.declared->outcome == DeclaredOutcome::kAsDeclared},
+              {"finding", run.declared->finding}});
+  }
   j["results"] = results;
   return j;
 }
@@ -262,6 +285,29 @@ Run run_from_json(const nlohmann::json& j) {
   run.device = optional_text(j, "device");
   run.dtype = optional_text(j, "dtype");
   run.error = optional_text(j, "error");
+  run.kind = optional_text(j, "kind");
+  run.isa = optional_text(j, "isa");
+  if (j.contains("declared")) {
+    Declaration d;
+    const std::string expected = field<std::string>(j, "expected", what), outcome = field<std::string>(j, "declared", what);
+    bool known = false;
+    for (Expectation e : {Expectation::kPass, Expectation::kFail, Expectation::kMayPass}) {
+      if (expected == expectation_name(e)) d.expect = e, known = true;
+    }
+    if (!known) throw Error("a run's field 'expected' is '" + expected + "', not pass, fail or may pass");
+    known = false;
+    for (DeclaredOutcome o : {DeclaredOutcome::kAsDeclared, DeclaredOutcome::kNotAsDeclared, DeclaredOutcome::kNotRun}) {
+      if (outcome == declared_outcome_name(o)) d.outcome = o, known = true;
+    }
+    if (!known) throw Error("a run's field 'declared' is '" + outcome + "', not as_declared, not_as_declared or not_run");
+    for (const std::string& name : field<std::vector<std::string>>(j, "fails_in", what)) {
+      const std::optional<Category> c = parse_category(name);
+      if (!c) throw Error("a run's field 'fails_in' names '" + name + "', not one of the suite's categories");
+      d.fails_in.push_back(*c);
+    }
+    d.finding = optional_text(j, "finding");
+    run.declared = d;
+  }
   run.seconds = j.contains("seconds") && j.at("seconds").is_number() ? j.at("seconds").get<double>() : 0;
   const nlohmann::json& results = field<nlohmann::json>(j, "results", what);
   if (!results.is_array()) throw Error("a run's field 'results' is not a list");

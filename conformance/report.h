@@ -49,10 +49,34 @@ struct Result {
   double ratio() const;
 };
 
+// What a run's backend declares it must do (its kind, impl/backend.h), and whether the run bore it
+// out: `conform --expect-declared` and `calibrate` judge runs this way (conformance/verdict.h).
+enum class Expectation {
+  kPass,     // legitimate (reference, fused, variant): every check passes
+  kFail,     // faulty: at least one failing result in each declared category that ran
+  kMayPass,  // faulty and below bf16/f16 resolution, run in bf16/f16: reported, not judged
+};
+const char* expectation_name(Expectation e);  // "pass", "fail", "may pass"
+enum class DeclaredOutcome {
+  kAsDeclared,
+  kNotAsDeclared,
+  kNotRun,  // none of the categories the declaration speaks of ran (a --filter left them out)
+};
+const char* declared_outcome_name(DeclaredOutcome o);  // "as_declared", "not_as_declared", "not_run"
+struct Declaration {
+  Expectation expect = Expectation::kPass;
+  std::vector<Category> fails_in;  // a faulty backend's declared categories
+  DeclaredOutcome outcome = DeclaredOutcome::kNotRun;
+  std::string finding;             // one line: "pass (81 checks)", "fails in golden (12 results)", "PASSES in decode"
+};
+
 struct Run {
   std::string subject;  // the backend, model or file judged
   std::string device;   // "cpu", "cuda", ... ("" where it does not apply)
   std::string dtype;    // "f32", "bf16", "f16" ("" where it does not apply)
+  std::string kind;     // the backend's kind ("reference", "faulty", ...); "" where it does not apply
+  std::string isa;      // the CPU ISA level the run was held to ("native", "AVX2"); "" where it does not apply
+  std::optional<Declaration> declared;  // set when the run was judged against its backend's declaration
   std::vector<Result> results;
   std::string error;    // set when the run did not complete (crash, timeout, no report): why
   double seconds = 0;
@@ -61,7 +85,7 @@ struct Run {
   int failed_tests() const;
   bool passed() const { return error.empty() && failed_tests() == 0 && tests() > 0; }
   bool failed_in(Category category) const;  // any failing row of that category
-  std::string label() const;                // "subject, device, dtype" without the empty parts
+  std::string label() const;                // "subject, device, dtype[ @isa]" without the empty parts
 };
 
 struct Report {
@@ -87,7 +111,9 @@ void print_matrix(std::ostream& out, const Report& report);
 // "bound", "baseline" (only where there is one), "detail"}.
 nlohmann::json to_json(const Result& row);
 Result result_from_json(const nlohmann::json& j);  // throws gemma4::Error naming the missing or bad field
-// A run: {"subject", "device", "dtype", "tests", "failed_tests", "passed", "seconds", "error"?, "results"}.
+// A run: {"subject", "device", "dtype", "kind"?, "isa"?, "tests", "failed_tests", "passed", "seconds",
+// "error"?, and when judged against its declaration "expected", "fails_in", "declared", "as_expected",
+// "finding"; then "results"}.
 nlohmann::json to_json(const Run& run);
 Run run_from_json(const nlohmann::json& j);
 // A report: {"tool", "passed", "runs"}.

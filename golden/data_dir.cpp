@@ -32,4 +32,36 @@ std::string installed_data_dir(const std::string& binary_path) {
   return has_data(dir) ? dir : "";
 }
 
+std::vector<std::string> golden_files(const std::string& dir, const std::string& suffix) {
+  std::vector<std::string> out;
+  for (const std::string& name : files::list_directory(dir)) {
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      out.push_back(files::join(dir, name));
+    }
+  }
+  return out;  // list_directory sorts
+}
+
+std::vector<CommittedGolden> committed_goldens(const std::string& golden_dir, const std::string& dtype) {
+  const std::string suffix = "." + dtype + ".h5";
+  std::vector<CommittedGolden> out;
+  auto stem = [&](const std::string& path) {
+    const size_t slash = path.rfind('/') + 1;
+    return path.substr(slash, path.size() - slash - suffix.size());
+  };
+  for (const std::string& path : golden_files(files::join(golden_dir, "reference/op"), suffix)) {
+    out.push_back({GoldenGroup::kOp, "op/" + stem(path), path, ""});
+  }
+  for (const std::string& path : golden_files(files::join(golden_dir, "reference/model"), suffix)) {
+    out.push_back({GoldenGroup::kModel, "model/" + stem(path), path, ""});
+  }
+  const std::string transformers = files::join(golden_dir, "transformers");
+  for (const std::string& name : files::list_directory(transformers)) {
+    const std::string dir = files::join(transformers, name);
+    const std::string path = files::join(dir, "golden" + suffix);
+    if (files::is_file(path)) out.push_back({GoldenGroup::kTransformers, "transformers/" + name, path, dir});
+  }
+  return out;
+}
+
 }  // namespace gemma4::golden

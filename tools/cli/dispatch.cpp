@@ -15,9 +15,13 @@ struct Command {
   const char* name;
   const char* summary;
   int (*run)(const std::vector<std::string>&);
+  // The commands that run the engine also need the invocation (its worker for child processes).
+  int (*run_engine)(const std::vector<std::string>&, const Invocation&) = nullptr;
 };
 
-int conform_builtin(const std::vector<std::string>& args) { return conform_command(args); }
+int conform_in_tree(const std::vector<std::string>& args, const Invocation& invocation) {
+  return conform_command(args, invocation);
+}
 
 const Command kCommands[] = {
     {"forward", "run the reference on a checkpoint and inputs; write logits, hidden states, loss, grads to HDF5",
@@ -26,13 +30,12 @@ const Command kCommands[] = {
      generation_command},
     {"golden", "golden tensors: list, generate, verify, check, diff, show (golden/FORMAT.md)", golden_command},
     {"backends", "list the backends (name, description)", backends_command},
-    {"conform", "run the conformance suite against a backend", conform_builtin},
-    {"calibrate", "run the suite over every variant and faulty backend; print the separation table", calibrate_command},
+    {"conform", "run the conformance suite against a backend", nullptr, conform_in_tree},
+    {"calibrate", "run the suite over every variant and faulty backend; print the separation table", nullptr,
+     calibrate_command},
     {"bench-compare", "compare two gemma4-bench JSON reports; exit 1 on a performance regression", bench_compare_command},
     {"memory", "activation memory: measure peaks on a device, or report a points file against the estimate",
      memory_command},
-    {"scoreboard", "every Gemma-4 implementation this machine runs, judged: JSON, HTML page, Markdown (Python package)",
-     scoreboard_command},
 };
 
 void print_usage(const std::string& program, std::ostream& out) {
@@ -65,7 +68,8 @@ int guarded(const std::string& program, const std::string& command, const std::f
   return 1;
 }
 
-int run_command(const std::string& program, const std::vector<std::string>& argv) {
+int run_command(const Invocation& invocation, const std::vector<std::string>& argv) {
+  const std::string& program = invocation.program;
   if (argv.empty()) {
     print_usage(program, std::cerr);
     return 2;
@@ -77,7 +81,9 @@ int run_command(const std::string& program, const std::vector<std::string>& argv
   }
   const std::vector<std::string> args(argv.begin() + 1, argv.end());
   for (const Command& c : kCommands) {
-    if (name == c.name) return guarded(program, name, [&] { return c.run(args); });
+    if (name == c.name) {
+      return guarded(program, name, [&] { return c.run_engine ? c.run_engine(args, invocation) : c.run(args); });
+    }
   }
   std::cerr << program << ": unknown command '" << name << "'\n";
   print_usage(program, std::cerr);

@@ -4,11 +4,13 @@
 
 #include "golden/candidate.h"
 #include "golden/catalogue.h"
+#include "golden/data_dir.h"
 #include "golden/golden_file.h"
 #include "golden/model_cases.h"
 #include "golden/weights_mode.h"
 #include "reference/constructed_weights.h"
 #include "reference/error.h"
+#include "reference/files.h"
 #include "tools/cli/golden_report.h"
 #include "tools/python/bindings.h"
 
@@ -152,6 +154,22 @@ void bind_golden(py::module_& m) {
       "the generated or constructed weights of a text config (a dict) for a seed, float32, by checkpoint name");
   m.attr("constructed_bos_id") = kConstructedBosId;
   m.def("judge", &judge, py::arg("golden"), py::arg("golden_path"), py::arg("candidate"), py::arg("forward_only"));
+
+  // The committed goldens, found in one place (golden/data_dir.h).
+  py::enum_<golden::GoldenGroup>(m, "GoldenGroup", "op, model (golden/reference/...) or transformers (golden/transformers/<case>)")
+      .value("op", golden::GoldenGroup::kOp)
+      .value("model", golden::GoldenGroup::kModel)
+      .value("transformers", golden::GoldenGroup::kTransformers);
+  py::class_<golden::CommittedGolden>(m, "CommittedGolden", "a committed golden file: group, name, path, case_dir")
+      .def_readonly("group", &golden::CommittedGolden::group)
+      .def_readonly("name", &golden::CommittedGolden::name)
+      .def_readonly("path", &golden::CommittedGolden::path)
+      .def_readonly("case_dir", &golden::CommittedGolden::case_dir)
+      .def("__repr__", [](const golden::CommittedGolden& g) { return "CommittedGolden(" + g.name + ")"; });
+  m.def(
+      "committed_goldens",
+      [](const std::string& dtype) { return golden::committed_goldens(files::join(golden::data_dir(), "golden"), dtype); },
+      py::arg("dtype"), "the committed goldens of a dtype (f32, bf16, f16) in the data directory, in group order");
 }
 
 }  // namespace gemma4::python

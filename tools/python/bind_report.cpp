@@ -13,6 +13,8 @@
 
 #include "conformance/check.h"
 #include "conformance/report.h"
+#include "conformance/engine.h"
+#include "conformance/verdict.h"
 #include "reference/error.h"
 #include "tools/python/bindings.h"
 
@@ -181,6 +183,84 @@ void bind_report(py::module_& m) {
   m.def(
       "write_junit", [](const py::dict& report, const std::string& path) { conformance::write_junit(path, report_from(report)); },
       py::arg("report"), py::arg("path"), "the project's one JUnit writer");
+
+  // A run and a report as objects: what gemma4_conform.conform() returns.
+  py::class_<conformance::Run>(m, "Run", "One subject judged on one device in one dtype (conformance/report.h)")
+      .def_readonly("subject", &conformance::Run::subject)
+      .def_readonly("device", &conformance::Run::device)
+      .def_readonly("dtype", &conformance::Run::dtype)
+      .def_readonly("kind", &conformance::Run::kind)
+      .def_readonly("isa", &conformance::Run::isa)
+      .def_readonly("error", &conformance::Run::error)
+      .def_readonly("seconds", &conformance::Run::seconds)
+      .def_readonly("results", &conformance::Run::results)
+      .def_property_readonly("passed", &conformance::Run::passed)
+      .def_property_readonly("tests", &conformance::Run::tests)
+      .def_property_readonly("failed_tests", &conformance::Run::failed_tests)
+      .def_property_readonly("label", &conformance::Run::label)
+      .def_static(
+          "from_dict", [](const py::dict& run) { return conformance::run_from_json(json_from_python(run)); },
+          py::arg("run"), "a run from the report's JSON form; raises naming the missing or bad field")
+      .def("to_dict", [](const conformance::Run& r) { return python_from_json(conformance::to_json(r)); })
+      .def("__repr__", [](const conformance::Run& r) { return "Run(" + r.label() + (r.passed() ? ", passed)" : ", failed)"); });
+  py::class_<Report>(m, "Report", "A command's verdicts: its runs (conformance/report.h)")
+      .def_readonly("tool", &Report::tool)
+      .def_readonly("runs", &Report::runs)
+      .def_property_readonly("passed", &Report::passed, "every run passed")
+      .def_property_readonly(
+          "results",
+          [](const Report& r) {
+            std::vector<Result> rows;
+            for (const conformance::Run& run : r.runs) rows.insert(rows.end(), run.results.begin(), run.results.end());
+            return rows;
+          },
+          "every row of every run")
+      .def_property_readonly(
+          "failures",
+          [](const Report& r) {
+            std::vector<Result> rows;
+            for (const conformance::Run& run : r.runs) {
+              for (const Result& row : run.results) {
+                if (row.status == Status::kFail) rows.push_back(row);
+              }
+            }
+            return rows;
+          },
+          "the failing rows of every run")
+      .def_property_readonly(
+          "exit_code",
+          [](const Report& r) {
+            bool declared = !r.runs.empty();
+            for (const conformance::Run& run : r.runs) declared &= run.declared.has_value();
+            return conformance::exit_code(r, declared);
+          },
+          "as the CLI's: 0 when every run passed (judged against declarations: behaved as declared), else 1")
+      .def_static(
+          "from_dict", [](const py::dict& report) { return conformance::report_from_json(json_from_python(report)); },
+          py::arg("report"))
+      .def("to_dict", [](const Report& r) { return python_from_json(conformance::to_json(r)); },
+           "the report's JSON form (conformance/report.h)")
+      .def("write_json", [](const Report& r, const std::string& path) { conformance::write_json(path, conformance::to_json(r)); },
+           py::arg("path"))
+      .def("write_junit", [](const Report& r, const std::string& path) { conformance::write_junit(path, r); }, py::arg("path"))
+      .def("__repr__", [](const Report& r) {
+        return "Report(" + r.tool + ", " + std::to_string(r.runs.size()) + " runs, " + (r.passed() ? "passed)" : "failed)");
+      });
+  m.def(
+      "category_verdict",
+      [](const conformance::Run& run, Category category) {
+        const conformance::CategoryVerdict v = conformance::category_verdict(run, category);
+        py::list failing;
+        for (const Result& r : v.failing) failing.append(python_from_json(conformance::to_json(r)));
+        return py::dict(py::arg("verdict") = conformance::category_state_name(v.state), py::arg("tests") = v.tests,
+                        py::arg("judged_tests") = v.judged_tests, py::arg("failed_tests") = v.failed_tests,
+                        py::arg("worst_ratio") = v.worst_ratio, py::arg("worst_at") = v.worst_at,
+                        py::arg("failing") = failing, py::arg("why") = v.why);
+      },
+      py::arg("run"), py::arg("category"),
+      "one category of a run read from its rows (conformance/verdict.h): verdict pass, fail, not_supported or "
+      "not_run; tests, judged_tests, failed_tests; for a failure the worst ratio, where, and the failing rows "
+      "(largest ratio first); for not supported, why");
 }
 
 }  // namespace gemma4::python

@@ -110,7 +110,8 @@ TEST(CalibrateCli, BadOptionsGiveOneLineErrors) {
   expect_one_line_error(run_cli("calibrate --isa AVX9000"), 1, "ISA level 'AVX9000' is not offered by this CPU");
   expect_one_line_error(run_cli("calibrate --backends '('"), 1, "not a regular expression");
   expect_one_line_error(run_cli("calibrate --backends nothing-matches"), 1, "no backend matches");
-  expect_one_line_error(run_cli("calibrate --jobs 0"), 2, "must be positive");
+  expect_one_line_error(run_cli("calibrate --jobs 0"), 2, "--jobs must be a whole number of at least 1");
+  expect_one_line_error(run_cli("calibrate --timeout -1"), 2, "--timeout must be a positive number of seconds");
   expect_one_line_error(run_cli("calibrate --steps 2x"), 2, "--steps must be a whole number of at least 1, got '2x'");
   expect_one_line_error(run_cli(std::string("calibrate --backend-lib ") + GEMMA4_EXAMPLE_PLUGIN), 1,
                         "calibrate needs a variant or a faulty backend");

@@ -239,13 +239,15 @@ TEST(ConformCli, BadPluginsAndOptionsGiveOneLineErrors) {
 // Several backends in one process: the reference and a variant pass, two faulty backends fail in
 // the categories they declare, the matrix shows it, and each backend's rows are the ones its own
 // run gives (a check that leaked state from one backend into the next would break the equality).
+// The exit code means one thing: nonzero when a run fails, however many runs there are; with
+// --expect-declared, zero when every run behaved as its backend's kind declares.
 TEST(ConformCli, SeveralBackendsInOneProcessGiveTheirOwnVerdicts) {
   const std::string filter = " --filter '^(golden/op/attention-sliding|op_sweep/attention/sliding-)'";
-  const ConformRun all =
-      conform("--backend '^(reference|variant-sdpa|faulty-no-window|faulty-attention-scale)$'" + filter);
-  EXPECT_EQ(all.cli.exit_code, 0) << all.cli.out;
+  const std::string backends = "--backend '^(reference|variant-sdpa|faulty-no-window|faulty-attention-scale)$'";
+  const ConformRun all = conform(backends + filter);
+  EXPECT_EQ(all.cli.exit_code, 1) << all.cli.out;
   ASSERT_EQ(all.report.at("runs").size(), 4u) << all.report.dump().substr(0, 2000);
-  EXPECT_NE(all.cli.out.find("4/4 runs as their kind declares"), std::string::npos) << all.cli.out;
+  EXPECT_NE(all.cli.out.find("FAIL: 2/4 runs passed"), std::string::npos) << all.cli.out;
   EXPECT_NE(all.cli.out.find("op_sweep"), std::string::npos) << all.cli.out;  // the matrix's header
   for (const auto& run : all.report.at("runs")) {
     const std::string backend = run.at("subject");
@@ -254,6 +256,37 @@ TEST(ConformCli, SeveralBackendsInOneProcessGiveTheirOwnVerdicts) {
     const ConformRun alone = conform("--backend " + backend + filter);
     EXPECT_EQ(statuses(alone.report), statuses(run));
   }
+  const ConformRun declared = conform(backends + filter + " --expect-declared");
+  EXPECT_EQ(declared.cli.exit_code, 0) << declared.cli.out;
+  EXPECT_NE(declared.cli.out.find("PASS: 4/4 judged runs as declared in golden, op_sweep"), std::string::npos)
+      << declared.cli.out;
+  for (const auto& run : declared.report.at("runs")) EXPECT_EQ(run.at("declared"), "as_declared") << run.dump();
+}
+
+// One faulty backend in two dtypes fails (exit 1), as it does in one; with --expect-declared its
+// failures are what it declares (exit 0). Negative control: the reference judged the same way
+// passes, and a faulty backend whose declared category ran without failing is WRONG (exit 1).
+TEST(ConformCli, ExitCodeDoesNotChangeMeaningWithTheNumberOfRuns) {
+  const std::string filter = " --filter '^golden/op/attention-sliding'";
+  EXPECT_EQ(run_cli("conform --backend faulty-no-window" + filter).exit_code, 1);
+  EXPECT_EQ(run_cli("conform --backend faulty-no-window --dtype f32,bf16" + filter).exit_code, 1);
+  EXPECT_EQ(run_cli("conform --backend faulty-no-window --dtype f32,bf16 --expect-declared" + filter).exit_code, 0);
+  EXPECT_EQ(run_cli("conform --backend reference --dtype f32,bf16 --expect-declared" + filter).exit_code, 0);
+  // faulty-attention-scale declares golden; a golden file its bug cannot move (rms_norm) passes: WRONG.
+  const CliResult wrong = run_cli("conform --backend faulty-attention-scale --expect-declared --filter '^golden/op/rms_norm'");
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.out;
+  EXPECT_NE(wrong.out.find("WRONG"), std::string::npos) << wrong.out;
+}
+
+// A category a filter left out is "not run" against the declarations, never a pass or a failure:
+// faulty-checkpoint-closure (memory_flatness) is not judged by an op_sweep run.
+TEST(ConformCli, CategoriesLeftOutAreNotRun) {
+  const CliResult r = run_cli("conform --backend '^(reference|faulty-no-window|faulty-checkpoint-closure)$' "
+                              "--expect-declared --filter '^op_sweep/attention/sliding-'");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("PASS: 2/2 judged runs as declared in op_sweep; 1 runs not judged"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not run: golden, finite_grads"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("WRONG"), std::string::npos) << r.out;
 }
 
 // A backend that crashes or hangs ends a run in one process; --isolate makes it a failing run with

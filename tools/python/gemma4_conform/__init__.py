@@ -6,6 +6,7 @@ decoder and the CLI's commands are the C++ ones (the extension module ``gemma4_c
     import gemma4_conform as gc
     gc.judge("golden/reference/model/e2b.bf16.h5", {"outputs/logits": logits, ...}).passed
     gc.conform(gc.Backend("mine", geglu=my_geglu), dtype="bf16")   # the whole suite, in this process
+    gc.conform("mylib.gemma4:backend", isolate=True).passed         # in a child process, from its factory
 
 ``python -m gemma4_conform conform --backend MODULE:FACTORY`` runs the suite on a backend that a
 Python factory returns; every other command is the ``gemma4-conform`` CLI's. The pytest plugin
@@ -14,9 +15,8 @@ Python factory returns; every other command is the ``gemma4-conform`` CLI's. The
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import tempfile
+import sys
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence, Union
 
@@ -34,8 +34,8 @@ if torch.__version__.split("+")[0] != _BUILT_WITH:
 from . import _core  # noqa: E402
 from .model_under_test import NotSupported  # noqa: E402  (raised by a conform-model factory)
 
-__all__ = ["Backend", "Capabilities", "AttentionSpec", "RopeTable", "CacheSpec", "DecodeAttentionSpec", "Golden", "Verdict", "ConformResult",
-           "read_golden", "judge", "conform", "run_cli", "OPS", "NotSupported"]
+__all__ = ["Backend", "Capabilities", "AttentionSpec", "RopeTable", "CacheSpec", "DecodeAttentionSpec", "Golden", "Verdict",
+           "Report", "Run", "read_golden", "judge", "conform", "load_factory", "run_cli", "OPS", "NotSupported"]
 
 AttentionSpec = _core.AttentionSpec  # what an attention op receives as `spec`
 CacheSpec = _core.CacheSpec  # what cache_make receives
@@ -43,6 +43,8 @@ DecodeAttentionSpec = _core.DecodeAttentionSpec  # what cache_attention receives
 RopeTable = _core.RopeTable          # what qk_norm_rope receives as `rope` (.cos, .sin: [S, D], or [B, S, D] per row)
 Golden = _core.Golden
 Verdict = _core.CheckResult
+Report = _core.Report  # what conform() returns: .passed, .exit_code, .runs, .results, .failures, .to_dict(), .write_json()
+Run = _core.Run        # one backend on one device in one dtype: .label, .passed, .results, .error
 
 # The ops a backend may replace, with the contracts of reference/layer_ops.h, then the KV cache ops
 # of decoding (reference/kv_cache.h; all four or none, and cache_rollback with them or not at all).
@@ -163,56 +165,76 @@ def judge(golden: Union[str, os.PathLike, Golden], candidate: Union[str, os.Path
     return _core.judge(g, golden_path, candidate, forward_only)
 
 
-@dataclasses.dataclass
-class ConformResult:
-    """One run of the suite: the exit code (0 pass, 1 fail, 2 usage) and, when it ran, the JSON
-    report (conformance/report.h: {"tool", "passed", "runs": [{"subject", ..., "results"}]})."""
-
-    exit_code: int
-    report: Optional[dict]
-
-    @property
-    def passed(self) -> bool:
-        return self.exit_code == 0
-
-    @property
-    def results(self) -> list:
-        """Every row of every run of the report."""
-        return [r for run in (self.report or {}).get("runs", []) for r in run["results"]]
-
-    @property
-    def failures(self) -> list:
-        return [r for r in self.results if r["status"] == "fail"]
+class FactoryError(Exception):
+    """A MODULE:FACTORY that cannot give a Backend (the message is one line)."""
 
 
-def _conform_args(device, dtype, filter, steps, report, junit, verbose):
-    args = ["--device", device, "--dtype", dtype, "--report", report]
-    if filter:
-        args += ["--filter", filter]
-    if steps:
-        args += ["--steps", str(steps)]
-    if junit:
-        args += ["--junit", os.fspath(junit)]
-    if verbose:
-        args.append("--verbose")
-    return args
+def load_factory(spec: str) -> Backend:
+    """MODULE:FACTORY -> the Backend FACTORY() returns; every way this can go wrong is one line."""
+    from .model_under_test import resolve
 
-
-def conform(backend: Backend, device: str = "cpu", dtype: str = "f32", filter: Optional[str] = None,
-            steps: Optional[int] = None, report: Optional[str] = None, junit: Optional[str] = None,
-            verbose: bool = False) -> ConformResult:
-    """Runs the whole conformance suite on `backend` in this process and prints the CLI's table and
-    summary; it may be called any number of times in a process, for any backends. A kernel that
-    crashes takes the process with it: the pytest plugin and ``python -m gemma4_conform conform
-    --backend MODULE:FACTORY`` run each suite in a child process."""
+    try:
+        factory = resolve(spec, "--backend")
+    except ValueError as e:
+        raise FactoryError(str(e)) from e
+    attr = spec.partition(":")[2]
+    try:
+        backend = factory()
+    except Exception as e:
+        raise FactoryError(f"--backend {spec}: {attr}() raised {type(e).__name__}: {e}") from e
     if not isinstance(backend, Backend):
-        raise TypeError(f"conform() takes a gemma4_conform.Backend, got {type(backend).__name__}")
-    # The JSON report is always written (a temporary one unless asked for, kept: the summary names it),
-    # so the result carries every row.
-    path = os.fspath(report) if report else os.path.join(tempfile.mkdtemp(prefix="gemma4-conform-"), "report.json")
-    args = _conform_args(device, dtype, filter, steps, path, junit, verbose) + ["--backend", backend.name]
-    code = _core.conform("python -m gemma4_conform", args, backend._cpp())
-    return ConformResult(code, json.loads(Path(path).read_text()) if os.path.exists(path) else None)
+        raise FactoryError(f"--backend {spec}: {attr}() returned {type(backend).__name__}, not gemma4_conform.Backend")
+    return backend
+
+
+def _subjects(backend) -> list:
+    """The engine's subjects: a Backend (this process only), "MODULE:FACTORY" (a child process can load
+    it too), an in-tree name, regex or "all", a plugin path (.so), or a list of these."""
+    if isinstance(backend, (list, tuple)):
+        return [s for b in backend for s in _subjects(b)]
+    if isinstance(backend, Backend):
+        return [_core.Subject(backend._cpp(), [])]
+    if not isinstance(backend, str):
+        raise TypeError(f"conform() takes a gemma4_conform.Backend, a MODULE:FACTORY, an in-tree backend's name or a "
+                        f"plugin path, got {type(backend).__name__}")
+    if backend.endswith(".so"):
+        return [_core.plugin_subject(backend)]
+    if ":" in backend:
+        return [_core.Subject(load_factory(backend)._cpp(), ["--backend", backend])]
+    return _core.in_tree_subjects(backend)
+
+
+def _listed(value, what: str) -> list:
+    values = value.split(",") if isinstance(value, str) else list(value)
+    if not values:
+        raise ValueError(f"conform(): {what} needs at least one value")
+    return values
+
+
+def conform(backend, device="cpu", dtype="f32", filter: Optional[str] = None, steps: Optional[int] = None,
+            isolate: bool = False, isa: str = "native", jobs: int = 1, timeout: float = 1800,
+            expect_declared: bool = False, report: Optional[str] = None, junit: Optional[str] = None,
+            verbose: bool = False, quiet: bool = False, child_env: Optional[Mapping[str, str]] = None) -> Report:
+    """Runs the conformance suite through the engine (conformance/engine.h), as `gemma4-conform conform`
+    does, and returns its Report; prints the failing rows and the summary unless `quiet`.
+
+    `backend`: a Backend (runs in this process), "MODULE:FACTORY", an in-tree backend's name, a regex or
+    "all", a plugin path, or a list of these. `device`, `dtype`: one or a list ("f32,bf16" too).
+    `isolate`: each run in a child process (a crash or a hang becomes a failing run); the child sees this
+    process's sys.path. `isa`: CPU ISA levels ("native", "auto", "AVX2,..."), each but native in a child.
+    `expect_declared`: judge each run against its backend's declared kind (Report.exit_code follows).
+    `child_env`: more environment for the child processes (OMP_NUM_THREADS, ...).
+    It may be called any number of times in a process, for any backends."""
+    env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **(child_env or {})}
+    result = _core.run_engine(_subjects(backend), devices=_listed(device, "device"), dtypes=_listed(dtype, "dtype"),
+                              isa=isa, filter=filter or "", steps=steps or 0, isolate=isolate, jobs=jobs,
+                              timeout=timeout, child_env=env, expect_declared=expect_declared, verbose=verbose,
+                              quiet=quiet)
+    if report:
+        result.write_json(os.fspath(report))
+    if junit:
+        result.write_junit(os.fspath(junit))
+    return result
 
 
 def run_cli(args: Sequence[str], program: str = "python -m gemma4_conform") -> int:

@@ -12,31 +12,9 @@ option of `gemma4-conform conform` (--device, --dtype, --filter, --steps, --repo
 """
 import sys
 
-from . import Backend, _core, run_cli
+from . import Backend, FactoryError, _core, load_factory, run_cli
 
 PROGRAM = "python -m gemma4_conform"
-
-
-class FactoryError(Exception):
-    pass
-
-
-def load_factory(spec: str) -> Backend:
-    """MODULE:FACTORY -> the Backend FACTORY() returns; every way this can go wrong is one line."""
-    from .model_under_test import resolve
-
-    try:
-        factory = resolve(spec, "--backend")
-    except ValueError as e:
-        raise FactoryError(str(e)) from e
-    attr = spec.partition(":")[2]
-    try:
-        backend = factory()
-    except Exception as e:
-        raise FactoryError(f"--backend {spec}: {attr}() raised {type(e).__name__}: {e}") from e
-    if not isinstance(backend, Backend):
-        raise FactoryError(f"--backend {spec}: {attr}() returned {type(backend).__name__}, not gemma4_conform.Backend")
-    return backend
 
 
 def split_backend(args):
@@ -76,7 +54,7 @@ def main(argv=None) -> int:
     except (FactoryError, ValueError, TypeError, RuntimeError) as e:
         print(f"{PROGRAM} conform: error: {e}", file=sys.stderr)
         return 1
-    return _core.conform(PROGRAM, rest + ["--backend", backend.name], cpp)
+    return _core.conform(PROGRAM, rest + ["--backend", backend.name], cpp, spec)
 
 
 if __name__ == "__main__":

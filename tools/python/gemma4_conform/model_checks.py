@@ -12,6 +12,7 @@ modes"; the bugs each one caught: README, "Judging a whole model".
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc as python_gc
 import threading
 from pathlib import Path
@@ -280,10 +281,8 @@ def check_memory_flatness(golden) -> Callable[[Context], Outcome]:
 
 def model_goldens(dtype: str) -> list:
     """Every model golden of the dtype: ours (golden/reference/model) and transformers' (golden/transformers)."""
-    root = Path(_core.data_dir()) / "golden"
-    paths = sorted((root / "reference" / "model").glob(f"*.{dtype}.h5")) + \
-        sorted((root / "transformers").glob(f"*/golden.{dtype}.h5"))
-    return [read_golden(p) for p in paths]
+    model_groups = (_core.GoldenGroup.model, _core.GoldenGroup.transformers)
+    return [read_golden(g.path) for g in _core.committed_goldens(dtype) if g.group in model_groups]
 
 
 def kv_shared(golden) -> bool:
@@ -325,6 +324,13 @@ def model_checks(dtype: str) -> list:
         if g.name == "model/e2b":
             add(Category.memory_flatness, f"memory_flatness/{g.name}", check_memory_flatness(g))
     return checks
+
+
+@functools.cache
+def model_categories() -> tuple[str, ...]:
+    """The suite's categories that conform-model has checks in (its table's, in the suite's order)."""
+    present = {c.category for c in model_checks("f32")}
+    return tuple(name for name, c in _core.Category.__members__.items() if c in present)
 
 
 def run_check(check: ModelCheck, ctx: Context) -> Outcome:

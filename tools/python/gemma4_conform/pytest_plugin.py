@@ -10,46 +10,50 @@ or, for more control, the ``gemma4_conform`` fixture:
     def test_my_kernels(gemma4_conform):
         gemma4_conform("mylib.gemma4:backend", dtype="bf16", device="cuda").assert_passed()
 
-Each run is ``python -m gemma4_conform conform --backend MODULE:FACTORY`` in a child process: a
-kernel that crashes fails its test instead of the session.
+Each run goes through the engine (gemma4_conform.conform) in a child process that imports the factory
+and sees this process's sys.path: a kernel that crashes fails its test instead of the session.
 ``--gemma4-conform-reports DIR`` keeps every run's JSON and JUnit reports.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
 import pytest
 
-from . import ConformResult
-
-# Where the output of a failing run is cut, so an assertion message stays readable.
-TAIL_CHARS = 4000
+from . import Report, conform
 
 
-class ConformRun(ConformResult):
-    """One run of the suite in a child process: ConformResult's exit code and JSON report, plus
-    what was run and its output."""
+def explain(spec: str, report: Report) -> str:
+    """Why a run failed: the failing rows with both errors and the bound, or why it did not complete."""
+    run = report.runs[0]
+    head = f"gemma4_conform: {spec} on {run.label}"
+    if run.error:
+        return f"{head}: {run.error}"
+    rows = []
+    for r in report.failures:
+        baseline = f" baseline={r.baseline:.2e}" if r.baseline is not None else ""
+        measured = f" {r.metric}={r.value:.2e}{baseline} bound={r.bound:.2e}" if r.metric else ""
+        rows.append(f"  {r.test} {r.case}{measured} {r.detail}".rstrip())
+    return head + f": {len(rows)} failing results\n" + "\n".join(rows)
 
-    def __init__(self, spec: str, args: list, exit_code: int, output: str, report: Optional[dict]):
-        super().__init__(exit_code, report)
-        self.spec, self.args, self.output = spec, args, output
+
+class ConformRun:
+    """One run of the suite on a factory's backend: the engine's Report, and assert_passed()."""
+
+    def __init__(self, spec: str, report: Report):
+        self.spec, self.report = spec, report
+
+    @property
+    def passed(self) -> bool:
+        return self.report.passed
+
+    @property
+    def failures(self) -> list:
+        return self.report.failures
 
     def explain(self) -> str:
-        """Why it failed: the failing rows with both errors and the bound, or the output's tail."""
-        head = f"gemma4_conform: {self.spec} {' '.join(self.args)} exited {self.exit_code}"
-        if not self.failures:
-            return head + "\n" + self.output[-TAIL_CHARS:]
-        rows = []
-        for r in self.failures:
-            baseline = f" baseline={r['baseline']:.2e}" if "baseline" in r else ""
-            measured = f" {r['metric']}={r['value']:.2e}{baseline} bound={r['bound']:.2e}" if r["metric"] else ""
-            rows.append(f"  {r['test']} {r['case']}{measured} {r['detail']}".rstrip())
-        return head + f": {len(self.failures)} failing results\n" + "\n".join(rows)
+        return explain(self.spec, self.report)
 
     def assert_passed(self) -> None:
         if not self.passed:
@@ -58,21 +62,12 @@ class ConformRun(ConformResult):
 
 def run_conform(spec: str, report_dir: Path, device: str = "cpu", dtype: str = "f32", filter: Optional[str] = None,
                 steps: Optional[int] = None, timeout: Optional[float] = None) -> ConformRun:
-    """Runs the suite on the backend FACTORY in MODULE returns, in a child process that sees this
-    process's sys.path (so test-local modules import there too)."""
+    """Runs the suite on the backend FACTORY in MODULE returns, in a child process."""
     report_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"{spec.replace(':', '.')}-{device}-{dtype}"
-    report, junit = report_dir / f"{stem}.json", report_dir / f"{stem}.xml"
-    args = ["--device", device, "--dtype", dtype, "--report", str(report), "--junit", str(junit)]
-    if filter:
-        args += ["--filter", filter]
-    if steps:
-        args += ["--steps", str(steps)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    proc = subprocess.run([sys.executable, "-m", "gemma4_conform", "conform", "--backend", spec, *args], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
-    data = json.loads(report.read_text()) if report.exists() else None
-    return ConformRun(spec, args, proc.returncode, proc.stdout, data)
+    stem = report_dir / f"{spec.replace(':', '.')}-{device}-{dtype}"
+    report = conform(spec, device=device, dtype=dtype, filter=filter, steps=steps, isolate=True,
+                     timeout=timeout or 1800, report=f"{stem}.json", junit=f"{stem}.xml", quiet=True)
+    return ConformRun(spec, report)
 
 
 def pytest_addoption(parser):

@@ -1,4 +1,4 @@
-"""The scoreboard (python -m gemma4_conform scoreboard): the committed page is the command's output,
+"""The scoreboard (gemma4-scoreboard): the committed page is the command's output,
 a real browser renders it with every number equal to the JSON and every link resolving, a broken
 adapter turns its row red, and a subject whose package is gone says so instead of failing."""
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gemma4_conform import scoreboard
-from gemma4_conform.scoreboard_page import markdown, page, rendered_problems
+from gemma4_conform.scoreboard.page import markdown, page, rendered_problems
 
 SOURCE = Path(__file__).resolve().parents[3]
 BOARD = SOURCE / "tools/scoreboard"
@@ -84,6 +84,23 @@ def test_a_broken_adapter_turns_its_row_red(tmp_path):
     assert "FAIL 1/1" in markdown(board)
 
 
+def test_the_installed_scoreboard_runs_outside_the_checkout(tmp_path):
+    """The installed entry point from a directory outside the checkout, with no PYTHONPATH: the package
+    finds its data and the engine's worker by itself (a red row: test_a_broken_adapter_turns_its_row_red)."""
+    script = Path(sys.executable).parent / "gemma4-scoreboard"
+    if not script.is_file():
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("gemma4-scoreboard is not installed here (ci/build.sh)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = tmp_path / "board"
+    proc = subprocess.run([str(script), "--out", str(out), "--dtype", "f32", "--filter", "^golden/op/geglu",
+                           "--subjects", "^gemma4-conformance (reference|variant-fused-geglu)$"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    board = json.loads((out / "scoreboard.json").read_text())
+    cells = {r["subject"]: r["cells"]["golden"]["verdict"] for r in board["rows"]}
+    assert cells == {"gemma4-conformance reference": "pass", "gemma4-conformance variant-fused-geglu": "pass"}, board
+
+
 def test_a_subject_without_its_package_cannot_run_here(tmp_path):
     """transformers made unimportable in the scoreboard's process (sys.modules entry None, as after
     uninstalling it): its rows say why, and nothing is reported as failed."""
@@ -116,13 +133,13 @@ def test_merge_joins_boards_and_refuses_other_categories():
 
 
 def candidate(spec: str, *adapter_args: str, site: str = "") -> "Subject":
-    from gemma4_conform.scoreboard_subjects import Subject, SubjectKind
+    from gemma4_conform.scoreboard.subjects import Subject, SubjectKind
     return Subject("candidate", spec.rsplit("/", 1)[-1], SubjectKind.CANDIDATE, spec, fixed_version="-",
                    devices=("cpu",), adapter_args=adapter_args, site=site)
 
 
 def candidate_cell(subject, dtype: str = "f32") -> dict:
-    from gemma4_conform.scoreboard_run import RunOptions, run_subject
+    from gemma4_conform.scoreboard.run import RunOptions, run_subject
     row = run_subject(subject, "cpu", dtype, RunOptions(timeout=300, filter="transformers/e2b_like$"), "-")
     return row["cells"]["golden"] if row["ran"] else {"verdict": "cannot_run", "why": row["why"]}
 

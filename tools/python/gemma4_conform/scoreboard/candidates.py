@@ -1,7 +1,7 @@
 """Candidate subjects: another framework's Gemma-4 (mlx-lm, keras-hub, llama.cpp, ...) judged through
 `golden check`, the way a user of any language is judged (golden/FORMAT.md, "Candidate files").
 
-For each golden/transformers/<case> with a golden of the dtype, the subject's adapter
+For each golden/transformers/<case> with a golden of the dtype (_core.committed_goldens), the subject's adapter
 (impl/third_party/<name>_candidate.py, its contract in impl/third_party/candidate_io.py) runs in a child
 process, in the subject's pinned environment, and writes a candidate file; `judge` compares it with
 the golden. The result is a report like conform's: one test per case ("transformers/<case>", category
@@ -18,19 +18,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-CASES = Path("golden/transformers")
+from .. import _core
+from .subjects import DATA
+
 NOT_SUPPORTED = 3  # impl/third_party/candidate_io.py's exit status
-ADAPTERS = Path("impl/third_party")
+ADAPTERS = DATA / "impl" / "third_party"
 
 
 def cases(dtype: str) -> list[Path]:
-    """The transformers cases that have a golden in `dtype` (relative to the repository root)."""
-    return sorted(p for p in CASES.iterdir() if (p / "config.json").is_file() and (p / f"golden.{dtype}.h5").is_file())
+    """The transformers cases that have a golden in `dtype` and their config.json."""
+    return [Path(g.case_dir) for g in _core.committed_goldens(dtype)
+            if g.group == _core.GoldenGroup.transformers and (Path(g.case_dir) / "config.json").is_file()]
 
 
 def _row(test: str, status, detail: str) -> dict:
     """A report row without a measurement (the adapter refused or failed): the report module's Result."""
-    from . import _core
     return _core.Result(category=_core.Category.golden, test=test, case="", status=status, detail=detail).to_dict()
 
 
@@ -45,11 +47,11 @@ def _last_error(text: str) -> str:
 
 def judge_case(subject, case: Path, device: str, dtype: str, timeout: float, work: Path, env: dict) -> list[dict]:
     """The rows of one case: the adapter run, then golden check of what it wrote."""
-    from . import _core, judge
+    from .. import judge
 
     test = f"transformers/{case.name}"
     out = work / f"{case.name}.{dtype}.h5"
-    command = [sys.executable, subject.spec, str(case), "--device", device, "--dtype", dtype, "--out", str(out),
+    command = [sys.executable, str(DATA / subject.spec), str(case), "--device", device, "--dtype", dtype, "--out", str(out),
                *subject.adapter_args]
     if subject.forward_only:
         command.append("--forward-only")
@@ -79,4 +81,4 @@ def candidate_report(subject, device: str, dtype: str, timeout: float, checks: s
             if checks and not re.search(checks, f"transformers/{case.name}"):
                 continue
             rows += judge_case(subject, case, device, dtype, timeout, Path(work), env)
-    return {"runs": [{"device": device, "dtype": dtype, "results": rows}]}
+    return {"runs": [{"subject": subject.name, "device": device, "dtype": dtype, "results": rows}]}

@@ -1,13 +1,13 @@
-"""python -m gemma4_conform scoreboard: every Gemma-4 implementation this machine can run, judged by
-the suite, written as JSON, a static HTML page and a Markdown table.
+"""gemma4-scoreboard (also python -m gemma4_conform scoreboard): every Gemma-4 implementation this
+machine can run, judged by the suite, written as JSON, a static HTML page and a Markdown table.
 
-    python -m gemma4_conform scoreboard --out tools/scoreboard [--device cpu,cuda] [--dtype f32,bf16]
+    gemma4-scoreboard --out tools/scoreboard [--device cpu,cuda] [--dtype f32,bf16]
         [--subjects REGEX] [--add NAME=MODULE:FACTORY ...] [--filter REGEX] [--skip-real-size]
         [--timeout S] [--jobs N] [--triage FILE.json] [--readme tools/scoreboard/README.md]
     python -m gemma4_conform scoreboard --render tools/scoreboard/scoreboard.json --out DIR
     python -m gemma4_conform scoreboard --merge cpu/scoreboard.json gpu/scoreboard.json --out DIR
 
-Subjects: gemma4_conform/scoreboard_subjects.py (one table). Each (subject, device, dtype) is one run
+Subjects: gemma4_conform/scoreboard/subjects.py (one table). Each (subject, device, dtype) is one run
 of the suite's own runner in a child process; what this machine cannot run is a row saying why.
 --add puts a model factory of your own on the board beside them (conform-model's contract).
 --render makes the page and the table again from a JSON alone (the committed page is that output).
@@ -27,9 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-from .scoreboard_page import markdown, page
-from .scoreboard_run import CATEGORIES, RunOptions, run_subject
-from .scoreboard_subjects import NOT_YET, SUBJECTS, Subject, SubjectKind
+from .page import markdown, page
+from .run import CATEGORIES, RunOptions, run_subject
+from .subjects import NOT_YET, SUBJECTS, Subject, SubjectKind
 
 
 def machine() -> str:
@@ -110,7 +110,7 @@ def merged(boards: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gemma4_conform scoreboard", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="gemma4-scoreboard", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True, help="directory for scoreboard.json, index.html, scoreboard.md")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cpu,cuda")

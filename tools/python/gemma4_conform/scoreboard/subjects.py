@@ -1,13 +1,13 @@
 """The scoreboard's subjects: every Gemma-4 implementation we can judge, in one table.
 
 A subject is run one of three ways, all the suite's own runners:
-  - SubjectKind.BACKEND: an in-tree backend (C++ or Python ops under our decoder),
-    `python -m gemma4_conform conform --backend NAME` (every category of the suite);
+  - SubjectKind.BACKEND: an in-tree backend (C++ or Python ops under our decoder), through the engine
+    (gemma4_conform.conform, each run in a child process; every category of the suite);
   - SubjectKind.MODEL: a whole PyTorch model from a factory (impl/third_party/ adapters),
     `python -m gemma4_conform conform-model --factory MODULE:FACTORY`;
   - SubjectKind.CANDIDATE: another framework (MLX, Keras, llama.cpp) through `golden check`: its adapter
     script (impl/third_party/<name>_candidate.py) writes a candidate file per golden/transformers case
-    (gemma4_conform/scoreboard_candidates.py).
+    (gemma4_conform/scoreboard/candidates.py).
 Each row names what it needs (`packages`, `device`); what this machine lacks makes the row "cannot run
 here" with the reason, never a failure. Implementations that cannot be judged at all yet are in
 `NOT_YET`, each with the reason, so the page says why they have no row.
@@ -16,6 +16,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from pathlib import Path
+
+from .. import _core
+
+# The data directory: the source tree for a build tree's package, the installed package's data/
+# otherwise. Subjects name their adapters and pinned environments relative to it.
+DATA = Path(_core.data_dir())
 
 
 class SubjectKind(enum.Enum):
@@ -33,8 +40,8 @@ class Subject:
     version_of: str = ""         # the Python distribution whose version the row shows; "" = this project
     fixed_version: str = ""      # shown instead (a subject added on the command line: "-")
     filter: str = ""             # only these checks (the runner's --filter), when the rest cannot apply
-    site: str = ""               # a pinned environment (pip --target directory, relative to the repository
-                                 # root) put first on the run's PYTHONPATH: the historic releases
+    site: str = ""               # a pinned environment (pip --target directory, relative to the data
+                                 # directory) put first on the run's PYTHONPATH: the historic releases
     packages: tuple[str, ...] = ()   # importable modules the subject needs
     devices: tuple[str, ...] = ("cpu", "cuda")
     needs_cuda_build: bool = False   # an in-tree backend compiled only with CUDA
