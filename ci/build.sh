@@ -4,7 +4,11 @@
 #   ci/build.sh                 Debian packages + a project-local .venv with PyPI torch 2.11.0
 #   TORCH_PREFIX=DIR ci/build.sh  build against an existing LibTorch (its CMake prefix), e.g. the
 #                               GPU host's: TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-#   GEMMA4_CUDA=off             without the CUDA backend, even where nvcc is found
+#   GEMMA4_CUDA=auto            (default) the CUDA backend where nvcc and a GPU are found: the GPU CI
+#                               (ci/gpu/test.sh) builds and runs it; a machine without a GPU could
+#                               only compile it (PTX, about 150 of the CPU CI's 640 build CPU-seconds)
+#   GEMMA4_CUDA=on              also without a GPU: nvcc compiles the kernels to PTX (a build check)
+#   GEMMA4_CUDA=off             without the CUDA backend, even where a GPU is found
 #   BUILD_TARGETS="T ..."       only these targets (e.g. gemma4_conform_core: the Python module)
 #   GEMMA4_UNITY=off            a new build directory without CMake's unity build (for editing: a
 #                               changed file then recompiles alone, not with its batch of 8)
@@ -21,7 +25,7 @@ PYTEST_VERSION=8.4.2               # the Python package's tests (tools/python/te
 SCIKIT_BUILD_CORE_VERSION=0.11.6   # builds the Python package (pyproject.toml)
 CUTLASS_VERSION=4.2.0.0            # nvidia-cutlass: the CuTe/CUTLASS headers of the Hopper kernels
 BUILD_DIR=${BUILD_DIR:-build}
-say() { echo "[build] $*"; }
+say() { echo "[build, ${SECONDS} s] $*"; }
 
 # Each requirement: a Debian package and a probe that tells whether it is already there (by
 # command or header, so a machine that has it from elsewhere, like the GPU host, is left alone).
@@ -111,10 +115,14 @@ install_python_package() {
     > "$BUILD_DIR/pip-install.log" 2>&1 || { tail -30 "$BUILD_DIR/pip-install.log"; return 1; }
 }
 
-# nvcc builds the fused CUDA backend (impl/cuda/); where it is present, a failure to build that
-# backend is an error, so CI catches a CUDA build break on a machine without a GPU.
+# nvcc builds the fused CUDA backend (impl/cuda/) where a GPU will run it (GEMMA4_CUDA=auto), or
+# wherever nvcc is (on: without a GPU, PTX only, so that a CUDA build break shows on a CPU machine);
+# once asked for, a failure to build that backend is an error.
 cuda_options() {
-  if [ "${GEMMA4_CUDA:-on}" = off ]; then
+  local mode=${GEMMA4_CUDA:-auto} gpu=false
+  nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && gpu=true
+  if [ "$mode" = off ] || { [ "$mode" = auto ] && ! $gpu; }; then
+    [ "$mode" = auto ] && say "no GPU: the CUDA backend is not built (GEMMA4_CUDA=on compiles it anyway)" >&2
     echo "-DGEMMA4_BUILD_CUDA_BACKEND=OFF"
     return
   fi
@@ -126,7 +134,7 @@ cuda_options() {
     include=$(cutlass_include) || return 1
     # Without a GPU here nothing runs the kernels: PTX only, no ptxas (GEMMA4_CUDA_PTX_ONLY).
     local ptx_only=ON
-    nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && ptx_only=OFF
+    $gpu && ptx_only=OFF
     echo "-DCMAKE_CUDA_COMPILER=$nvcc -DGEMMA4_REQUIRE_CUDA=ON -DGEMMA4_BUILD_CUDA_BACKEND=ON -DGEMMA4_CUDA_PTX_ONLY=$ptx_only -DCUTLASS_INCLUDE_DIR=$include"
   else
     say "no nvcc: the CUDA backend is not built" >&2

@@ -1,21 +1,13 @@
-// The categories of the conformance suite, in the order it runs and reports them: the one list.
+// The categories of the conformance suite (impl/category.h holds the one list) with their checks.
 #include "conformance/check.h"
 
 namespace gemma4::conformance {
 
 const std::vector<CategoryInfo>& categories() {
-  static const std::vector<CategoryInfo> table = {
-      {Category::kGolden, "golden", golden_checks},
-      {Category::kOpSweep, "op_sweep", op_sweep_checks},
-      {Category::kFiniteGrads, "finite_grads", finite_grads_checks},
-      {Category::kMultithreadedRecompute, "multithreaded_recompute", multithreaded_recompute_checks},
-      {Category::kKeyConventions, "key_conventions", key_conventions_checks},
-      {Category::kMemoryFlatness, "memory_flatness", memory_flatness_checks},
-      {Category::kDeterminism, "determinism", determinism_checks},
-      {Category::kBadInput, "bad_input", bad_input_checks},
-      {Category::kDecode, "decode", decode_checks},
-      {Category::kRealSize, "real_size", real_size_checks},
-  };
+  // impl/category.h's list: each category with its name and its checks function.
+#define GEMMA4_CATEGORY_ROW(value, name) {Category::value, #name, name##_checks},
+  static const std::vector<CategoryInfo> table = {GEMMA4_CATEGORIES(GEMMA4_CATEGORY_ROW)};
+#undef GEMMA4_CATEGORY_ROW
   return table;
 }
 

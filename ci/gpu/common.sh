@@ -345,6 +345,17 @@ has_cuda_backend() {
 # shellcheck disable=SC2034 # for the stages
 NO_CUDA_BACKEND="the cuda backend is not built (GEMMA4_CUDA=off, no nvcc, or a CPU LibTorch)"
 
+# calibrate_run RUN ARGS...: one calibrate run; its console in $OUT/RUN.txt (the verdict lines shown),
+# its JSON in $OUT/RUN.json, every run's conform report in $OUT/RUN-reports.tgz.
+calibrate_run() {
+  local name=$1 work=/tmp/$1
+  shift
+  rm -rf "$work"
+  run "$name" 0 "$OUT/$name.txt" $CLI calibrate --work-dir "$work" --report "$OUT/$name.json" "$@"
+  tar czf "$OUT/$name-reports.tgz" -C "$work" . 2> /dev/null
+  grep -E "WRONG|^  (f32|bf16|f16) |^PASS|^FAIL" "$OUT/$name.txt" | tail -40
+}
+
 # conform_run RUN EXPECTED ARGS...: `gemma4-conform conform --device cuda ARGS`, its table in
 # $OUT/RUN.txt and report in $OUT/RUN.json.
 conform_run() {

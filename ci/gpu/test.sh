@@ -342,17 +342,6 @@ if step model-tests && python_env; then
   grep -E "^(PASSED|FAILED|SKIPPED|ERROR) " "$OUT/pytest.log"
 fi
 
-# calibrate_run RUN ARGS...: one calibrate run; its console in $OUT/RUN.txt (the verdict lines shown),
-# its JSON in $OUT/RUN.json, every run's conform report in $OUT/RUN-reports.tgz.
-calibrate_run() {
-  local name=$1 work=/tmp/$1
-  shift
-  rm -rf "$work"
-  run "$name" 0 "$OUT/$name.txt" $CLI calibrate --work-dir "$work" --report "$OUT/$name.json" "$@"
-  tar czf "$OUT/$name-reports.tgz" -C "$work" . 2> /dev/null
-  grep -E "WRONG|^  (f32|bf16|f16) |^PASS|^FAIL" "$OUT/$name.txt" | tail -40
-}
-
 # real_size_part PART: whether $REAL_SIZE_PARTS (default all: generate,transformers,python,calibrate)
 # names it, so that one device call can take a part of the step.
 real_size_part() { [[ ",${REAL_SIZE_PARTS:-generate,transformers,python,calibrate}," == *",$1,"* ]]; }

@@ -323,7 +323,7 @@ TEST(ConfigErrors, MoeFields) {
 // default the reference fills in, and RoPE's inverse frequencies per layer type as
 // Gemma4TextRotaryEmbedding computes them.
 TEST(Config, DefaultsAreTransformers) {
-  const json fixture = read_json(std::string(GEMMA4_SOURCE_DIR) + "/golden/transformers/defaults.json");
+  const json fixture = read_json(test::source_dir() + "/golden/transformers/defaults.json");
   const Config c = parse_config(fixture.at("config"));
   const json& d = fixture.at("resolved");
   EXPECT_EQ(c.sliding_window, d.at("sliding_window").get<int64_t>());

@@ -10,9 +10,16 @@
 
 namespace gemma4::test {
 
+// The source tree: this header's path less reference/tests/ (the compiler is given absolute paths),
+// so that the test programs need no macro of their own (test_reference owns the shared
+// precompiled header, which a macro on its target would make unusable for the others).
+inline std::string source_dir() {
+  const std::string header = __FILE__;
+  return header.substr(0, header.rfind("/reference/tests/"));
+}
 // The released models' text configs (reference/configs).
-inline std::string released_configs_dir() { return std::string(GEMMA4_SOURCE_DIR) + "/reference/configs"; }
-inline std::string transformers_cases_dir() { return std::string(GEMMA4_SOURCE_DIR) + "/golden/transformers"; }
+inline std::string released_configs_dir() { return source_dir() + "/reference/configs"; }
+inline std::string transformers_cases_dir() { return source_dir() + "/golden/transformers"; }
 
 // E2B-like in miniature: PLE, KV sharing (layers 3..6 borrow from 1 and 2), double-wide MLP, MQA.
 inline nlohmann::json tiny_shared_kv_config() {

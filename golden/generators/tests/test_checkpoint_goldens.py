@@ -53,9 +53,12 @@ def main(argv: list[str]) -> int:
                not any(line.startswith(("only in", "grads/", "outputs/")) for line in diff.stdout.splitlines()),
                f"datasets equal to the committed constructed golden: {summary}")
         verdicts = run(args.cli, "conform", "--backend", "^(reference|faulty-no-window)$", "--golden-dir", goldens,
-                       "--filter", "^real_size/golden/")
-        report(verdicts.returncode == 0 and "faulty-no-window, cpu, f32                       expected fail: ok" in
-               verdicts.stdout, "reference passes, faulty-no-window fails: " + verdicts.stdout.strip().splitlines()[-2])
+                       "--filter", "^real_size/golden/", "--expect-declared")
+        judged = [line.split() for line in verdicts.stdout.splitlines() if " expected " in line]
+        report(verdicts.returncode == 0 and "PASS: 2/2 judged runs as declared in real_size" in verdicts.stdout and
+               [(words[0], words[4], words[5]) for words in judged] == [("reference,", "pass", "ok"),
+                                                                       ("faulty-no-window,", "fail", "ok")],
+               "reference passes, faulty-no-window fails: " + " | ".join(" ".join(w) for w in judged))
         shutil.rmtree(checkpoint)
         gone = run(args.cli, "golden", "verify", golden)
         report(gone.returncode != 0 and "no config.json" in gone.stdout + gone.stderr,

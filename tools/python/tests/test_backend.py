@@ -25,7 +25,9 @@ def results(report: dict) -> list:
     return [r for run in report["runs"] for r in run["results"]]
 
 
-@pytest.mark.parametrize("dtype", ["f32", "bf16", "f16"])
+# f16 is the GPU test stage's (ci/gpu/test.sh, step python: this backend in f32, bf16 and f16 on
+# CUDA): on a CPU without AVX512-FP16 it ran at a tenth of f32's speed, a third of this file's time.
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
 def test_plain_pytorch_ops_pass_the_whole_suite(tmp_path, dtype):
     # real_size: minutes per dtype on a CPU; the test below runs its E2B checks in f32.
     proc, report = conform(tmp_path, "python_backends:correct", "--dtype", dtype, "--filter", "^(?!real_size/)")
