@@ -243,7 +243,7 @@ void print_conclusion(std::ostream& out, const Report& report, bool expect_decla
   }
   out << (wrong == 0 && judged > 0 ? "PASS" : "FAIL") << ": " << judged - wrong << "/" << judged
       << " judged runs as declared in " << (ran_names.empty() ? "no category" : ran_names);
-  if (not_run > 0) out << "; " << not_run << " runs not judged (none of their declared categories ran)";
+  if (not_run > 0) out << "; " << not_run << " runs not judged (nothing their declarations speak of ran)";
   out << "\n";
   if (!left_out.empty()) out << "not run: " << left_out << "\n";
 }

@@ -10,7 +10,7 @@
                                                per stage; a stage that did not start: a failing one
                                                with why) and OUT/summary.json
     ci/gpu/results.py failures REPORT.json     how many checks a conform report holds failing (read by
-                                               the package's ConformResult, the report's one reader);
+                                               the package's Report, the report's one reader);
                                                exit 0 when at least one, 1 when none or unreadable (the
                                                mutations step: a mutant is caught only by a failing check)
 
@@ -152,10 +152,10 @@ def merge(args):
 
 def failures(args):
     try:
-        from gemma4_conform import ConformResult
+        from gemma4_conform import Report
         with open(args.report) as f:
-            failing = ConformResult(exit_code=1, report=json.load(f)).failures
-    except (ImportError, OSError, ValueError, KeyError, TypeError) as e:
+            failing = Report.from_dict(json.load(f)).failures
+    except (ImportError, OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
         print(f"{args.report}: no failing check read ({type(e).__name__}: {e})")
         return 1
     print(f"{args.report}: {len(failing)} failing check(s)")

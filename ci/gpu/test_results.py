@@ -71,9 +71,10 @@ def test_failures_counts_a_reports_failing_checks(tmp_path):
         return subprocess.run([sys.executable, str(RESULTS), "failures", str(path)], capture_output=True, text=True)
 
     row = {"test": "op_sweep/attention/full-s77", "case": "grads/q", "status": "pass"}
-    caught = failures({"tool": "gemma4-conform", "runs": [{"results": [row, {**row, "status": "fail"}]}]})
+    run = {"subject": "reference", "results": [row, {**row, "status": "fail"}]}
+    caught = failures({"tool": "gemma4-conform", "runs": [run]})
     assert caught.returncode == 0 and "1 failing check(s)" in caught.stdout, caught.stdout + caught.stderr
-    passing = failures({"tool": "gemma4-conform", "runs": [{"results": [row]}]})
+    passing = failures({"tool": "gemma4-conform", "runs": [{"subject": "reference", "results": [row]}]})
     assert passing.returncode == 1 and "0 failing check(s)" in passing.stdout
     (tmp_path / "report.json").unlink()
     missing = failures(None)

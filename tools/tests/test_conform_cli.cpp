@@ -284,7 +284,8 @@ TEST(ConformCli, CategoriesLeftOutAreNotRun) {
   const CliResult r = run_cli("conform --backend '^(reference|faulty-no-window|faulty-checkpoint-closure)$' "
                               "--expect-declared --filter '^op_sweep/attention/sliding-'");
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("PASS: 2/2 judged runs as declared in op_sweep; 1 runs not judged"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PASS: 2/2 judged runs as declared in op_sweep; 1 runs not judged"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("not run: golden, finite_grads"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("WRONG"), std::string::npos) << r.out;
 }
