@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import _core, conform
-from ..model_checks import model_categories
+from ..model_checks import MODEL_CATEGORIES
 from .candidates import candidate_report
 from .subjects import DATA, Subject, SubjectKind
 
@@ -172,7 +172,8 @@ def run_subject(subject: Subject, device: str, dtype: str, options: RunOptions, 
     if why:
         return {**row, "ran": False, "why": why,
                 "cells": {c: {"verdict": Verdict.CANNOT_RUN.value, "why": why} for c in CATEGORIES}}
-    applicable = {SubjectKind.MODEL: model_categories(), SubjectKind.CANDIDATE: ("golden",)}.get(subject.kind, CATEGORIES)
+    applicable = {SubjectKind.MODEL: tuple(c.name for c in MODEL_CATEGORIES),
+                  SubjectKind.CANDIDATE: ("golden",)}.get(subject.kind, CATEGORIES)
     filtered = bool(subject.filter)
     start = time.monotonic()
     if subject.kind is SubjectKind.CANDIDATE:
