@@ -114,7 +114,7 @@ Report calibration_summary(const Report& calibration) {
     if (!r.declared) continue;
     Result row;
     row.test = r.subject + "." + r.dtype + "." + r.isa;
-    row.status = r.declared->outcome == DeclaredOutcome::kAsDeclared ? Status::kPass : Status::kFail;
+    row.status = r.as_declared() ? Status::kPass : Status::kFail;
     row.detail = "expected " + std::string(expectation_name(r.declared->expect)) + ": " + r.declared->finding;
     summary.results.push_back(row);
     summary.seconds += r.seconds;

@@ -253,7 +253,7 @@ int exit_code(const Report& report, bool expect_declared) {
   int judged = 0;
   for (const Run& run : report.runs) {
     if (!run.declared || run.declared->outcome == DeclaredOutcome::kNotAsDeclared) return 1;
-    judged += run.declared->outcome == DeclaredOutcome::kAsDeclared;
+    judged += run.as_declared();
   }
   return judged > 0 ? 0 : 1;
 }

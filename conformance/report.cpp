@@ -271,7 +271,7 @@ nlohmann::json to_json(const Run& run) {
     j.update({{"expected", expectation_name(run.declared->expect)},
               {"fails_in", fails_in},
               {"declared", declared_outcome_name(run.declared->outcome)},
-              {"as_expected", run.declared->outcome == DeclaredOutcome::kAsDeclared},
+              {"as_expected", run.as_declared()},
               {"finding", run.declared->finding}});
   }
   j["results"] = results;

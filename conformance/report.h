@@ -85,6 +85,8 @@ struct Run {
   int failed_tests() const;
   bool passed() const { return error.empty() && failed_tests() == 0 && tests() > 0; }
   bool failed_in(Category category) const;  // any failing row of that category
+  // Judged against its declaration, and it behaved as declared (not "not run", not "not as declared").
+  bool as_declared() const { return declared && declared->outcome == DeclaredOutcome::kAsDeclared; }
   std::string label() const;                // "subject, device, dtype[ @isa]" without the empty parts
 };
 

@@ -119,7 +119,7 @@ int calibrate_command(const std::vector<std::string>& argv, const Invocation& in
               << runs.size() - children << " in this process, " << children << " in child processes\n";
   };
   observer.finished = [&](size_t, size_t total, const Run& r) {
-    const bool ok = r.declared && r.declared->outcome == DeclaredOutcome::kAsDeclared;
+    const bool ok = r.as_declared();
     unexpected += ok ? 0 : 1;
     std::cout << "  [" << ++finished << "/" << total << "] " << column(r.subject, 44) << column(r.dtype, 4)
               << column(r.isa, 16) << column("expect " + std::string(expectation_name(r.declared->expect)), 15)
