@@ -110,6 +110,10 @@ void add_run_context(int repetitions) {
     benchmark::AddCustomContext("cuda_runtime", cuda_version_string(runtime));
     const auto& hooks = at::detail::getCUDAHooks();
     benchmark::AddCustomContext("cudnn", hooks.hasCuDNN() ? std::to_string(hooks.versionCuDNN()) : "none");
+    // Which physical GPU: the history (bench-history) tells hosts of one GPU kind apart by it, since
+    // every lent machine calls itself "vm".
+    const std::string uuid = nvidia_smi("uuid");
+    benchmark::AddCustomContext("gpu_uuid", uuid.empty() ? "unknown (nvidia-smi unavailable)" : uuid);
   }
 #endif
   benchmark::AddCustomContext("gpu", gpu);

@@ -17,7 +17,7 @@ void release_cached_memory(const torch::Device& device);
 void reset_peak_memory(const torch::Device& device);
 int64_t peak_memory_bytes(const torch::Device& device);
 
-// benchmark::AddCustomContext: GPU name, NVIDIA driver, CUDA driver API and runtime, cuDNN,
+// benchmark::AddCustomContext: GPU name and UUID, NVIDIA driver, CUDA driver API and runtime, cuDNN,
 // torch, git commit and repetitions (Google Benchmark records the host name, CPU and date).
 void add_run_context(int repetitions);
 

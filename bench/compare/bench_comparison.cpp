@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "bench/compare/mann_whitney.h"
@@ -159,6 +160,38 @@ std::string verdict_counts(const std::vector<Comparison>& rows) {
     text += (text.empty() ? "" : ", ") + std::to_string(count) + " " + verdict_name(v);
   }
   return text.empty() ? "nothing to compare" : text;
+}
+
+std::string comparison_json(const BenchReport& base, const BenchReport& current, const std::vector<Comparison>& rows,
+                            const std::vector<std::string>& warnings, const CompareOptions& options) {
+  using nlohmann::ordered_json;
+  const auto number = [](double v) { return std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr); };
+  ordered_json doc;
+  doc["base"] = base.path;
+  doc["new"] = current.path;
+  doc["threshold_percent"] = options.threshold_percent;
+  doc["alpha"] = options.alpha;
+  doc["min_repetitions"] = options.min_repetitions;
+  doc["warnings"] = warnings;
+  ordered_json counts = ordered_json::object();
+  for (Verdict v : all_verdicts()) {
+    size_t count = 0;
+    for (const Comparison& c : rows) count += c.verdict == v;
+    counts[verdict_name(v)] = count;
+  }
+  doc["counts"] = counts;
+  ordered_json json_rows = ordered_json::array();
+  for (const Comparison& c : rows) {
+    json_rows.push_back({{"name", c.name},
+                         {"base_median_s", number(c.base ? c.base->median_seconds : NAN)},
+                         {"new_median_s", number(c.current ? c.current->median_seconds : NAN)},
+                         {"change_percent", number(c.change_percent)},
+                         {"p", number(c.p)},
+                         {"verdict", verdict_name(c.verdict)},
+                         {"note", c.note}});
+  }
+  doc["rows"] = json_rows;
+  return doc.dump(2) + "\n";
 }
 
 std::string format_seconds(double seconds) {

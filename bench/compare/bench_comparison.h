@@ -55,6 +55,13 @@ std::vector<std::string> comparison_warnings(const BenchReport& base, const Benc
 // "3 regression, 1 faster, 12 same" over the verdicts that occur.
 std::string verdict_counts(const std::vector<Comparison>& rows);
 
+// bench-compare --json: the comparison as one JSON document, for scripts (the GPU CI reads the
+// flagged benchmarks from it): the two paths, threshold_percent, alpha, the warnings, the count of
+// every verdict (0 included), and one row per table row with the same name, medians in seconds,
+// change_percent, p and the verdict's name; NaN as null.
+std::string comparison_json(const BenchReport& base, const BenchReport& current, const std::vector<Comparison>& rows,
+                            const std::vector<std::string>& warnings, const CompareOptions& options);
+
 // Text forms shared by the table and the HTML report; "-" for NaN.
 std::string format_seconds(double seconds);  // "12.35 ms", "803.1 us"
 std::string format_percent(double percent);  // "+10.0%"

@@ -2,41 +2,28 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <sstream>
 
-#include "reference/error.h"
+#include "bench/compare/svg.h"
 #include "reference/text.h"
 
 namespace gemma4::bench {
 
+using svg::line;
+using svg::num;
+using svg::text;
 using text::xml_escape;
 namespace {
 
-const char* const kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
-const char* const kCss = R"(
-body { font-family: sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; font-size: 13px; }
-th, td { padding: 2px 8px; border-bottom: 1px solid #ddd; text-align: left; }
-td.num { text-align: right; font-family: monospace; }
+const std::string kCss = std::string(svg::kPageCss) + R"(
 tr.regression td { background: #fcc; font-weight: bold; }
 tr.faster td { background: #cfc; }
-.warnings { color: #a40; }
-.chart { display: inline-block; margin: 1em 1em 0 0; }
-.chart h3 { font-size: 14px; margin: 0; }
 )";
 
 // Plot geometry of one chart, in SVG pixels.
 constexpr double kWidth = 720, kHeight = 320;
 constexpr double kLeft = 70, kRight = 540, kTop = 20, kBottom = 270;
-
-std::string num(double v) {
-  std::ostringstream s;
-  s.precision(1);
-  s << std::fixed << v;
-  return s.str();
-}
 
 std::vector<std::string> split(const std::string& name) {
   std::vector<std::string> fields;
@@ -102,21 +89,6 @@ std::vector<Chart> build_charts(const std::vector<Comparison>& rows) {
   return charts;
 }
 
-// A step of 1, 2 or 5 x 10^k that cuts [0, top] into about four parts.
-double nice_step(double top) {
-  const double raw = top / 4, magnitude = std::pow(10, std::floor(std::log10(raw))), fraction = raw / magnitude;
-  return (fraction <= 1 ? 1 : fraction <= 2 ? 2 : fraction <= 5 ? 5 : 10) * magnitude;
-}
-
-std::string line(double x1, double y1, double x2, double y2, const std::string& style) {
-  return "<line x1=\"" + num(x1) + "\" y1=\"" + num(y1) + "\" x2=\"" + num(x2) + "\" y2=\"" + num(y2) + "\" " +
-         style + "/>\n";
-}
-
-std::string text(double x, double y, const std::string& s, const std::string& attributes = "") {
-  return "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\" " + attributes + ">" + xml_escape(s) + "</text>\n";
-}
-
 std::string svg_chart(const Chart& chart) {
   // Axes ranges: x over log2 S of every point (padded, so no point sits on the frame), y from 0.
   double lo = INFINITY, hi = -INFINITY, top = 0;
@@ -134,17 +106,14 @@ std::string svg_chart(const Chart& chart) {
   lo -= 0.3;
   hi += 0.3;
   if (!(top > 0) || !std::isfinite(top)) top = 1;
-  const double step = nice_step(top * 1.05);
+  const double step = svg::nice_step(top * 1.05);
   top = std::ceil(top * 1.05 / step) * step;
   const auto x_of = [&](long long s) {
     return kLeft + (std::log2(static_cast<double>(s)) - lo) / (hi - lo) * (kRight - kLeft);
   };
   const auto y_of = [&](double v) { return kBottom - v / top * (kBottom - kTop); };
 
-  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(kWidth) + "\" height=\"" +
-                    num(kHeight) + "\" font-size=\"11\" font-family=\"sans-serif\">\n";
-  svg += "<rect x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" + num(kRight - kLeft) + "\" height=\"" +
-         num(kBottom - kTop) + "\" fill=\"none\" stroke=\"#888\"/>\n";
+  std::string svg = svg::open(kWidth, kHeight) + svg::frame(kLeft, kTop, kRight, kBottom);
   for (double v = 0; v <= top * (1 + 1e-9); v += step) {
     svg += line(kLeft, y_of(v), kRight, y_of(v), "stroke=\"#eee\"");
     svg += text(kLeft - 6, y_of(v) + 4, format_number(v), "text-anchor=\"end\"");
@@ -155,11 +124,10 @@ std::string svg_chart(const Chart& chart) {
     svg += text(x_of(s), kBottom + 17, std::to_string(s), "text-anchor=\"middle\"");
   }
   svg += text((kLeft + kRight) / 2, kBottom + 38, "S (log2 scale)", "text-anchor=\"middle\"");
-  svg += text(16, (kTop + kBottom) / 2, chart.metric, "text-anchor=\"middle\" transform=\"rotate(-90 16 " +
-                                                           num((kTop + kBottom) / 2) + ")\"");
+  svg += svg::y_title(16, (kTop + kBottom) / 2, chart.metric);
 
   for (size_t b = 0; b < backends.size(); ++b) {
-    const std::string colour = kColours[b % (sizeof kColours / sizeof *kColours)];
+    const std::string colour = svg::colour(b);
     for (const bool is_base : {true, false}) {
       std::vector<std::pair<long long, double>> points;
       for (const Entry& e : chart.entries) {
@@ -243,10 +211,7 @@ void write_html_report(const std::string& path, const BenchReport& base, const B
     html += "<div class=\"chart\"><h3>" + xml_escape(chart.title) + "</h3>\n" + svg_chart(chart) + "</div>\n";
   }
   html += "</body></html>\n";
-
-  std::ofstream out(path);
-  out << html;
-  if (!out.flush()) throw Error(path + ": cannot be written");
+  svg::write_file(path, html);
 }
 
 }  // namespace gemma4::bench

@@ -12,11 +12,20 @@
 #
 # Steps, in this order:
 #   build     ci/build.sh against the host's CUDA LibTorch;
-#   baseline  the baseline set (bench/baseline_filter.txt, 9 repetitions, --benchmark_min_time=0.05s):
-#             bench.json, its medians in bench_summary.txt;
-#   compare   gemma4-conform bench-compare bench/baselines/<gpu>.json bench.json (bench-compare.{txt,html};
-#             $BENCH_THRESHOLD: its --threshold in percent, default its own, 5): fails on a regression;
-#             skipped when there is no baseline for this GPU;
+#   baseline  the GPU checked idle first (gate.py idle: monitor-idle.txt), then the baseline set
+#             (bench/baseline_filter.txt, 9 repetitions, --benchmark_min_time=0.05s) with nvidia-smi
+#             watching beside it (monitor-bench/, monitor-bench.txt: clocks, power, throttling, any
+#             other process): bench.json, its medians in bench_summary.txt; then its medians appended
+#             to the history ($BENCH_HISTORY_FILE, default bench/history/history.jsonl, label
+#             $BENCH_LABEL, default baseline; not when BENCH_HISTORY=off or the GPU was not idle and
+#             alone) and the file copied to history.jsonl;
+#   compare   the gate: gemma4-conform bench-compare bench/baselines/<gpu>.json bench.json (the first
+#             pass: bench-compare.{txt,html,json}; $BENCH_THRESHOLD: its --threshold in percent, default
+#             its own, 5), then every benchmark it flags re-measured on its own in a fresh process and
+#             compared again (confirm-I*; with $BASE_BENCH, the baseline commit's gemma4-bench,
+#             interleaved with it), then the verdict (gate.py verdict: gate.txt, gate.json): fails on
+#             a regression confirmed, or when another process used the GPU; skipped when there is no
+#             baseline for this GPU;
 #   figures   the fused-backend issue's figures ($FIGURES, default sliding global memory_bound
 #             layer_group), one gemma4-bench run each, each with the ceilings (^ceiling/) so every report
 #             holds its own 100% lines, --benchmark_min_time=0.2s, 5 repetitions (bench_<figure>.json),
@@ -58,17 +67,36 @@ stage_start
 CLI=build/bin/gemma4-conform
 key=$(gpu_key)
 baseline=bench/baselines/$key.json
+HISTORY=${BENCH_HISTORY_FILE:-bench/history/history.jsonl}
 
 step build && gpu_build
 
 if step baseline; then
+  # Figures measured while another process shares the GPU measure the sharing (issue 55: four
+  # benchmarks read 2x the baseline on a host whose GPUs distributed runs had just used): first the
+  # GPU must be idle, then nvidia-smi watches it beside the run.
+  detail_re=- run gpu-idle 0 "$OUT/monitor-idle.txt" python3 ci/gpu/gate.py idle
+  cat "$OUT/monitor-idle.txt"
   filter="^($(grep -v '^[[:space:]]*\(#\|$\)' bench/baseline_filter.txt | paste -sd'|'))"
+  gpu_monitor_start "$OUT/monitor-bench"
   bench_run bench "$filter" --benchmark_repetitions=9 --benchmark_min_time=0.05s  # bench-compare tests >= 9 repetitions
   bench_ok=$([ "$run_code" = 0 ] && echo true || echo false)
+  gpu_monitor_stop
+  detail_re=- run gpu-alone 0 "$OUT/monitor-bench.txt" python3 ci/gpu/gate.py monitor "$OUT/monitor-bench"
+  cat "$OUT/monitor-bench.txt"
   counts=$(python3 bench/summarize.py --counts "$OUT/bench.json" 2> /dev/null) || counts="no readable report"
   python3 bench/summarize.py "$OUT/bench.json" > "$OUT/bench_summary.txt" 2>&1
   echo "baseline set: $counts (medians in $OUT/bench_summary.txt)"
   keep_file "$OUT/bench_summary.txt"
+  # The history (bench/history/README.md): every baseline run's medians, commit and GPU, one line;
+  # BENCH_HISTORY=off for runs of code that is not a commit's (gate_trials.sh's mutants).
+  # Not a run that shared the GPU (gpu-idle or gpu-alone failed): its figures measure the sharing.
+  alone=$(awk -F'\t' '$2 ~ /^gpu-(idle|alone)$/ && $3 != "pass" {n++} END {print n ? "false" : "true"}' "$OUT/results.tsv")
+  if $bench_ok && $alone && [ "${BENCH_HISTORY:-on}" != off ]; then
+    run history 0 "$OUT/history.txt" $CLI bench-history append "$OUT/bench.json" --history "$HISTORY" \
+      --label "${BENCH_LABEL:-baseline}"
+    cp "$HISTORY" "$OUT/history.jsonl" 2> /dev/null && keep_file "$OUT/history.jsonl"
+  fi
   if $refresh; then
     if $bench_ok; then
       cp "$OUT/bench.json" "$OUT/$key.json"
@@ -83,18 +111,52 @@ if step baseline; then
   fi
 fi
 
+# confirm I FILTER BASE: benchmark FILTER (one, anchored: gate.py flagged) re-measured in a fresh
+# process, on its own, 9 repetitions, and compared again with the baseline file BASE; with
+# $BASE_BENCH (the baseline commit's gemma4-bench), interleaved with it instead: three rounds of
+# three repetitions a side, base first, each side's rounds pooled (gate.py merge) and compared.
+confirm() {
+  local i=$1 filter=$2 base=$3 new r
+  local -a flags=(--benchmark_min_time=0.05s)
+  gpu_monitor_start "$OUT/monitor-confirm-$i"
+  if [ -n "${BASE_BENCH:-}" ]; then
+    for r in 1 2 3; do
+      detail_re=- run "confirm-$i-base-$r" 0 "$OUT/confirm-$i-base-$r.txt" "$BASE_BENCH" --benchmark_filter="$filter" \
+        --benchmark_repetitions=3 "${flags[@]}" --benchmark_out="$OUT/confirm-$i-base-$r.json" --benchmark_out_format=json
+      bench_run "confirm-$i-new-$r" "$filter" --benchmark_repetitions=3 "${flags[@]}"
+    done
+    python3 ci/gpu/gate.py merge "$OUT/confirm-$i-base.json" "$OUT"/confirm-"$i"-base-[123].json
+    python3 ci/gpu/gate.py merge "$OUT/confirm-$i.json" "$OUT"/confirm-"$i"-new-[123].json
+    base=$OUT/confirm-$i-base.json
+  else
+    bench_run "confirm-$i" "$filter" --benchmark_repetitions=9 "${flags[@]}"
+  fi
+  new=$OUT/confirm-$i.json
+  gpu_monitor_stop
+  python3 ci/gpu/gate.py monitor "$OUT/monitor-confirm-$i" > "$OUT/monitor-confirm-$i.txt"
+  detail_re='^bench-compare: ' run "confirm-$i-compare" '*' "$OUT/confirm-$i-compare.txt" $CLI bench-compare \
+    "$base" "$new" --json "$OUT/confirm-$i-compare.json" ${BENCH_THRESHOLD:+--threshold "$BENCH_THRESHOLD"}
+}
+
 if step compare; then
   if [ ! -f "$OUT/bench.json" ]; then
     fail_run compare "no $OUT/bench.json to compare (the baseline step did not run)"
   elif [ ! -f "$baseline" ]; then
     skip_run compare "no $baseline; create it with 'ci/gpu/bench.sh --refresh-baseline' on this GPU, then commit the $key.json it writes as $baseline (bench/baselines/README.md)"
   else
-    detail_re='^bench-compare: ' run compare 0 "$OUT/bench-compare.txt" \
+    # The first pass: every benchmark against the baseline file (not judged here: gate is).
+    detail_re='^bench-compare: ' run compare '*' "$OUT/bench-compare.txt" \
       $CLI bench-compare "$baseline" "$OUT/bench.json" --html "$OUT/bench-compare.html" \
-      ${BENCH_THRESHOLD:+--threshold "$BENCH_THRESHOLD"}
+      --json "$OUT/bench-compare.json" ${BENCH_THRESHOLD:+--threshold "$BENCH_THRESHOLD"}
     grep -E 'warning|regression$' "$OUT/bench-compare.txt"  # the warnings and the regressed benchmarks
     keep_file "$OUT/bench-compare.txt"
     keep_file "$OUT/bench-compare.html"
+    # Then each flagged benchmark again, on its own; the gate reports only what is flagged twice.
+    mapfile -t flagged < <(python3 ci/gpu/gate.py flagged "$OUT/bench-compare.json" 2> /dev/null)
+    for i in "${!flagged[@]}"; do confirm $((i + 1)) "${flagged[$i]}" "$baseline"; done
+    detail_re='^gate: ' run gate 0 "$OUT/gate.log" python3 ci/gpu/gate.py verdict "$OUT"
+    cat "$OUT/gate.txt" 2> /dev/null
+    keep_file "$OUT/gate.txt"
   fi
 fi
 

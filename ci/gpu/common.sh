@@ -312,6 +312,15 @@ touch_mutated_sources() {
   echo "rebuilding what a mutation step left built: $(tr '\n' ' ' <<< "$sources")"
   xargs touch <<< "$sources"
 }
+# mutate_source FILE EDIT SAVED: FILE saved to SAVED, then edited with the sed expression EDIT (a
+# mutant: ci/gpu/kernel_mutations.txt, ci/gpu/slowdown_mutants.txt); listed for touch_mutated_sources
+# until a whole build passes. Returns 1, FILE untouched, when the edit changes nothing.
+mutate_source() {
+  cp "$1" "$3" || return 1
+  echo "$1" >> "$MUTATED_SOURCES"
+  sed -i "$2" "$1"
+  ! cmp -s "$1" "$3"
+}
 # gpu_build: ci/build.sh against the host's CUDA LibTorch, its log in $OUT/build.log (the tail
 # printed on failure); honours GEMMA4_CUDA and BUILD_TARGETS as ci/build.sh does. Under ci/gpu.sh,
 # a stage after one whose build passed reuses that build ($GPU_CI_FULL_BUILD). On failure, sets
@@ -372,6 +381,26 @@ bench_run() {
   shift 2
   detail_re=- run "$name" 0 "$OUT/$name.txt" build/bin/gemma4-bench --benchmark_filter="$filter" "$@" \
     --benchmark_out="$OUT/$name.json" --benchmark_out_format=json
+}
+
+# gpu_monitor_start DIR / gpu_monitor_stop: nvidia-smi beside a benchmark run, every 500 ms: the
+# GPU's state (DIR/samples.csv: utilisation, SM and memory clocks, power, temperature, throttle
+# reasons) and its compute processes (DIR/apps.csv); ci/gpu/gate.py monitor DIR reads them.
+gpu_monitor_start() {
+  mkdir -p "$1"
+  nvidia-smi --query-gpu=timestamp,utilization.gpu,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+    --format=csv,noheader,nounits -lms 500 > "$1/samples.csv" 2> "$1/samples.err" &
+  GPU_MONITOR_PIDS=$!
+  nvidia-smi --query-compute-apps=timestamp,pid,process_name,used_memory --format=csv,noheader,nounits -lms 500 \
+    > "$1/apps.csv" 2> "$1/apps.err" &
+  GPU_MONITOR_PIDS+=" $!"
+}
+gpu_monitor_stop() {
+  # shellcheck disable=SC2086 # two pids
+  kill $GPU_MONITOR_PIDS 2> /dev/null
+  # shellcheck disable=SC2086 # two pids
+  wait $GPU_MONITOR_PIDS 2> /dev/null
+  return 0
 }
 
 # python_env: for the runs of the Python package: the module built in build/python, the carried

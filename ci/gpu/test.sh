@@ -92,10 +92,7 @@ each_mutant() {
 # shellcheck disable=SC2317 # called through each_mutant
 run_mutant() {
   local name=$1 file=$2 edit=$3
-  cp "$file" "$OUT/original.src"
-  echo "$file" >> "$MUTATED_SOURCES"  # until build-restored passes (gpu_build reads it)
-  sed -i "$edit" "$file"
-  if cmp -s "$file" "$OUT/original.src"; then
+  if ! mutate_source "$file" "$edit" "$OUT/original.src"; then
     fail_run "mutant-$name" "the edit '$edit' changed nothing in $file" "$OUT/original.src"
   elif ! run "build-mutant-$name" 0 "$OUT/build-mutant-$name.log" cmake --build build -j "$(nproc)"; then
     tail -20 "$OUT/build-mutant-$name.log"

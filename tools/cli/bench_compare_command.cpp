@@ -2,10 +2,12 @@
 // one got slower beyond the threshold with statistical support (the CI performance gate).
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <iostream>
 
 #include "bench/compare/bench_comparison.h"
 #include "bench/compare/bench_report_html.h"
+#include "reference/error.h"
 #include "reference/text.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
@@ -39,6 +41,7 @@ const char* kSummary =
 const std::vector<Option> kBenchCompareOptions = {
     {"threshold", "PCT", "smallest change of median, in percent, that can be a verdict (default 5)"},
     {"html", "FILE", "also write a self-contained HTML report: the table and speed-against-S charts"},
+    {"json", "FILE", "also write the comparison as JSON: paths, options, warnings, verdict counts, the rows"},
 };
 
 double parse_threshold(const std::string& text) {
@@ -95,6 +98,13 @@ int bench_compare_command(const std::vector<std::string>& argv) {
   if (args.has("html")) {
     bench::write_html_report(args.get("html"), base, current, rows, warnings, options);
     std::cout << "wrote " << args.get("html") << "\n";
+  }
+  if (args.has("json")) {
+    const std::string path = args.get("json");
+    std::ofstream out(path);
+    out << bench::comparison_json(base, current, rows, warnings, options);
+    if (!out.flush()) throw Error(path + ": cannot be written");
+    std::cout << "wrote " << path << "\n";
   }
   return regressions > 0 ? 1 : 0;
 }

@@ -31,6 +31,7 @@ int conform_command(const std::vector<std::string>& args, const Invocation& invo
                     const conformance::Subject* given = nullptr);
 int calibrate_command(const std::vector<std::string>& args, const Invocation& invocation);
 int bench_compare_command(const std::vector<std::string>& args);
+int bench_history_command(const std::vector<std::string>& args);
 int memory_command(const std::vector<std::string>& args);
 
 // "<program> <command> [options]": runs the command named by args[0] (dispatch.cpp).

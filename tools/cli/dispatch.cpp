@@ -34,6 +34,8 @@ const Command kCommands[] = {
     {"calibrate", "run the suite over every variant and faulty backend; print the separation table", nullptr,
      calibrate_command},
     {"bench-compare", "compare two gemma4-bench JSON reports; exit 1 on a performance regression", bench_compare_command},
+    {"bench-history", "the history of benchmark medians across commits and GPUs: append, html, show",
+     bench_history_command},
     {"memory", "activation memory: measure peaks on a device, or report a points file against the estimate",
      memory_command},
 };
