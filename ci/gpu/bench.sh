@@ -98,7 +98,9 @@ if step baseline; then
     cp "$HISTORY" "$OUT/history.jsonl" 2> /dev/null && keep_file "$OUT/history.jsonl"
   fi
   if $refresh; then
-    if $bench_ok; then
+    if ! $alone; then
+      fail_run refresh-baseline "not written: the GPU was not idle and alone during the run (monitor-*.txt)"
+    elif $bench_ok; then
       cp "$OUT/bench.json" "$OUT/$key.json"
       message="wrote $OUT/$key.json"
       if [ -w bench/baselines ] && cp "$OUT/bench.json" "$baseline"; then message+=" and $baseline"; fi
