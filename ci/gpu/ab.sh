@@ -9,6 +9,13 @@
 #                                   working tree, as REV has them, into .ab-base/ (their paths in
 #                                   .ab-base/FILES). Only changed files: a file added or deleted since
 #                                   REV is an error (the two builds would not have the same targets).
+#   ci/gpu/ab.sh --prepare-tree REV here, when files were added or deleted since REV: REV's whole
+#                                   tree (git archive, without the .h5 goldens the benchmarks do not
+#                                   read) as .ab-base/tree.tar.gz; the base step then builds it apart
+#                                   (gemma4-bench only, in /tmp/ab-base-tree, kept for later calls on a
+#                                   warm machine) and runs its gemma4-bench: the baseline commit's build
+#                                   for the gate's interleaved re-measurement too (BASE_BENCH=
+#                                   /tmp/ab-base-tree/build/bin/gemma4-bench ci/gpu/bench.sh ...).
 #   ci/gpu/ab.sh --bench FILTER [--only STEP,...] [--out DIR] [--time-limit S] [--max-files N] [--help]
 #                                   on the GPU machine (the options: bash ci/gpu/common.sh --help).
 # Steps, in this order:
@@ -16,7 +23,8 @@
 #   new      gemma4-bench on FILTER and the ceilings (^ceiling/): new.json;
 #   base     .ab-base's files put in place, rebuilt, the same benchmarks: base.json; then the working
 #            tree's files put back and rebuilt (also when a run fails), so later commands of the
-#            call see the working tree's build;
+#            call see the working tree's build; with .ab-base/tree.tar.gz, that tree built apart and
+#            its gemma4-bench run instead;
 #   compare  gemma4-conform bench-compare base.json new.json: compare.txt and compare.html (its exit
 #            code is reported, not judged: a slower new side is a finding here, not a failure).
 # $BENCH_FLAGS: the gemma4-bench flags of both runs (default --benchmark_min_time=0.05s
@@ -27,6 +35,20 @@ set -uo pipefail
 # shellcheck source=ci/gpu/common.sh
 source "$(dirname "$0")/common.sh" || exit 2
 BASE_DIR=.ab-base
+
+# --prepare-tree REV: no GPU, no stage; runs in the repository root.
+if [ "${1:-}" = --prepare-tree ]; then
+  [ $# -eq 2 ] || usage_error "--prepare-tree takes one revision"
+  cd "$GPU_CI_REPO" || exit 2
+  rev=$2
+  git rev-parse --verify -q "$rev^{commit}" > /dev/null || usage_error "--prepare-tree: '$rev' is not a revision here"
+  rm -rf "$BASE_DIR" && mkdir -p "$BASE_DIR" || exit 1
+  git archive --format=tar "$rev" -- . ':(exclude)*.h5' | gzip -6 > "$BASE_DIR/tree.tar.gz" || exit 1
+  git rev-parse "$rev" > "$BASE_DIR/REV"
+  echo "$BASE_DIR/tree.tar.gz: $(cut -c1-12 "$BASE_DIR/REV")'s tree, $(du -k "$BASE_DIR/tree.tar.gz" | cut -f1) KiB"
+  echo "carry $BASE_DIR in the device call (carry: [\".whl\", \"$BASE_DIR\"])"
+  exit 0
+fi
 
 # --prepare REV: no GPU, no stage; runs in the repository root.
 if [ "${1:-}" = --prepare ]; then
@@ -69,8 +91,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -n "$filter" ] || usage_error "--bench FILTER is required (a gemma4-bench --benchmark_filter regex)"
-if in_list base "${SELECTED[@]}" && [ ! -s "$GPU_CI_REPO/$BASE_DIR/FILES" ]; then
-  usage_error "no $BASE_DIR/FILES: run ci/gpu/ab.sh --prepare REV here first and carry $BASE_DIR"
+if in_list base "${SELECTED[@]}" && [ ! -s "$GPU_CI_REPO/$BASE_DIR/FILES" ] && [ ! -s "$GPU_CI_REPO/$BASE_DIR/tree.tar.gz" ]; then
+  usage_error "no $BASE_DIR/FILES or $BASE_DIR/tree.tar.gz: run ci/gpu/ab.sh --prepare REV (or --prepare-tree REV) here first and carry $BASE_DIR"
 fi
 stage_start
 
@@ -83,7 +105,17 @@ copy_listed() {
   local f
   while IFS= read -r f; do mkdir -p "$2/$(dirname "$f")" && cp "$1/$f" "$2/$f" || return 1; done < "$BASE_DIR/FILES"
 }
-if step base; then
+BASE_TREE=/tmp/ab-base-tree
+if [ -s "$BASE_DIR/tree.tar.gz" ] && step base; then
+  # The base's own tree, built apart; rebuilt only when another revision is carried.
+  if [ "$(cat "$BASE_TREE/REV" 2> /dev/null)" != "$(cat "$BASE_DIR/REV")" ] || [ ! -x "$BASE_TREE/build/bin/gemma4-bench" ]; then
+    rm -rf "$BASE_TREE" && mkdir -p "$BASE_TREE" && tar xzf "$BASE_DIR/tree.tar.gz" -C "$BASE_TREE" && cp "$BASE_DIR/REV" "$BASE_TREE/REV"
+    run build-base 0 "$OUT/build-base.log" env BUILD_TARGETS=gemma4-bench bash -c "cd $BASE_TREE && ci/build.sh" ||
+      tail -20 "$OUT/build-base.log"
+  fi
+  echo "base: $(cut -c1-12 "$BASE_DIR/REV")'s tree in $BASE_TREE"
+  [ -x "$BASE_TREE/build/bin/gemma4-bench" ] && BENCH_BIN=$BASE_TREE/build/bin/gemma4-bench bench_run base "^(ceiling/|$filter)" "${flags[@]}"
+elif step base; then
   saved=$(mktemp -d /tmp/ab-new.XXXXXX)
   copy_listed . "$saved" || exit 1
   echo "base: $(cut -c1-12 "$BASE_DIR/REV" 2> /dev/null)'s $(wc -l < "$BASE_DIR/FILES") file(s)"

@@ -123,8 +123,7 @@ confirm() {
   gpu_monitor_start "$OUT/monitor-confirm-$i"
   if [ -n "${BASE_BENCH:-}" ]; then
     for r in 1 2 3; do
-      detail_re=- run "confirm-$i-base-$r" 0 "$OUT/confirm-$i-base-$r.txt" "$BASE_BENCH" --benchmark_filter="$filter" \
-        --benchmark_repetitions=3 "${flags[@]}" --benchmark_out="$OUT/confirm-$i-base-$r.json" --benchmark_out_format=json
+      BENCH_BIN=$BASE_BENCH bench_run "confirm-$i-base-$r" "$filter" --benchmark_repetitions=3 "${flags[@]}"
       bench_run "confirm-$i-new-$r" "$filter" --benchmark_repetitions=3 "${flags[@]}"
     done
     python3 ci/gpu/gate.py merge "$OUT/confirm-$i-base.json" "$OUT"/confirm-"$i"-base-[123].json

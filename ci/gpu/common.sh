@@ -373,13 +373,13 @@ conform_run() {
   run "$name" "$expected" "$OUT/$name.txt" build/bin/gemma4-conform conform --device cuda --report "$OUT/$name.json" "$@"
 }
 
-# bench_run RUN FILTER [GEMMA4_BENCH_FLAGS...]: one gemma4-bench run of the benchmarks matching
-# FILTER, its JSON report in $OUT/RUN.json (every repetition; what bench-compare reads), its console
-# in $OUT/RUN.txt.
+# bench_run RUN FILTER [GEMMA4_BENCH_FLAGS...]: one gemma4-bench run ($BENCH_BIN, default this build's)
+# of the benchmarks matching FILTER, its JSON report in $OUT/RUN.json (every repetition; what
+# bench-compare reads), its console in $OUT/RUN.txt.
 bench_run() {
   local name=$1 filter=$2
   shift 2
-  detail_re=- run "$name" 0 "$OUT/$name.txt" build/bin/gemma4-bench --benchmark_filter="$filter" "$@" \
+  detail_re=- run "$name" 0 "$OUT/$name.txt" "${BENCH_BIN:-build/bin/gemma4-bench}" --benchmark_filter="$filter" "$@" \
     --benchmark_out="$OUT/$name.json" --benchmark_out_format=json
 }
 

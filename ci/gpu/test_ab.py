@@ -58,3 +58,20 @@ def test_no_change_and_an_unknown_revision_are_refused(tmp_path):
     assert proc.returncode == 1 and "does not differ" in proc.stderr
     proc = prepare(repo, "no-such-rev")
     assert proc.returncode == 2 and "'no-such-rev' is not a revision" in proc.stderr
+
+
+def test_prepare_tree_keeps_the_base_tree_without_goldens(tmp_path):
+    repo = repository(tmp_path)
+    (repo / "golden.h5").write_text("tensors\n")
+    git(repo, "add", "golden.h5")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "golden")
+    (repo / "tiles.cuh").write_text("new header\n")  # added since: --prepare refuses it, --prepare-tree not
+    proc = subprocess.run(["bash", "ci/gpu/ab.sh", "--prepare-tree", "HEAD"], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    listing = subprocess.run(["tar", "tzf", str(repo / ".ab-base" / "tree.tar.gz")], capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert "kernel.cu" in listing and "ci/gpu/ab.sh" in listing
+    assert "golden.h5" not in listing and "tiles.cuh" not in listing  # the base's tree, not the working tree's
+    assert (repo / ".ab-base" / "REV").read_text().strip() == git(repo, "rev-parse", "HEAD").strip()
+    bad = subprocess.run(["bash", "ci/gpu/ab.sh", "--prepare-tree", "no-such-rev"], cwd=repo, capture_output=True, text=True)
+    assert bad.returncode == 2 and "'no-such-rev' is not a revision" in bad.stderr
