@@ -387,11 +387,13 @@ bench_run() {
 # GPU's state (DIR/samples.csv: utilisation, SM and memory clocks, power, temperature, throttle
 # reasons) and its compute processes (DIR/apps.csv); ci/gpu/gate.py monitor DIR reads them.
 gpu_monitor_start() {
+  local gpu=${CUDA_VISIBLE_DEVICES:-0}  # the GPU the benchmarks run on (gate.py idle watches the same)
+  gpu=${gpu%%,*}
   mkdir -p "$1"
-  nvidia-smi --query-gpu=timestamp,utilization.gpu,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+  nvidia-smi -i "$gpu" --query-gpu=timestamp,utilization.gpu,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
     --format=csv,noheader,nounits -lms 500 > "$1/samples.csv" 2> "$1/samples.err" &
   GPU_MONITOR_PIDS=$!
-  nvidia-smi --query-compute-apps=timestamp,pid,process_name,used_memory --format=csv,noheader,nounits -lms 500 \
+  nvidia-smi -i "$gpu" --query-compute-apps=timestamp,pid,process_name,used_memory --format=csv,noheader,nounits -lms 500 \
     > "$1/apps.csv" 2> "$1/apps.err" &
   GPU_MONITOR_PIDS+=" $!"
 }

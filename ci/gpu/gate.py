@@ -53,7 +53,10 @@ IDLE_MEMORY_MIB = 1024
 
 
 def smi(*args):
-    out = subprocess.run([SMI, *args, "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=60)
+    # The GPU the benchmarks run on: CUDA_VISIBLE_DEVICES's first, else GPU 0.
+    gpu = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
+    out = subprocess.run([SMI, "-i", gpu, *args, "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                         timeout=60)
     if out.returncode != 0:
         raise RuntimeError(f"nvidia-smi {' '.join(args)} failed: {(out.stderr or out.stdout).strip()[:200]}")
     return [[c.strip() for c in row] for row in csv.reader(out.stdout.splitlines()) if row]
@@ -71,7 +74,7 @@ def idle(args):
     utilisation, memory = [], []
     end = time.time() + args.seconds
     while True:
-        (util, used), = [r[:2] for r in smi("--query-gpu=utilization.gpu,memory.used")[:1]]
+        util, used = smi("--query-gpu=utilization.gpu,memory.used")[0][:2]
         utilisation.append(float(util))
         memory.append(float(used))
         if time.time() >= end:

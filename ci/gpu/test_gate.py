@@ -26,8 +26,8 @@ def fake_smi(tmp_path: Path, apps: str, util: int, used: int):
     bin_dir.mkdir(exist_ok=True)
     script = bin_dir / "nvidia-smi"
     script.write_text(f"""#!/bin/sh
-case "$1" in
-  --query-compute-apps=*) printf '%s' '{apps}' ;;
+case "$*" in
+  *--query-compute-apps=*) printf '%s' '{apps}' ;;
   *) echo '{util}, {used}' ;;
 esac
 """)
