@@ -20,16 +20,18 @@
 #                                   on the GPU machine (the options: bash ci/gpu/common.sh --help).
 # Steps, in this order:
 #   build    ci/build.sh against the host's CUDA LibTorch (the working tree);
-#   new      gemma4-bench on FILTER and the ceilings (^ceiling/): new.json;
-#   base     .ab-base's files put in place, rebuilt, the same benchmarks: base.json; then the working
-#            tree's files put back and rebuilt (also when a run fails), so later commands of the
-#            call see the working tree's build; with .ab-base/tree.tar.gz, that tree built apart and
-#            its gemma4-bench run instead;
+#   base     the base's gemma4-bench: .ab-base's files put in place, gemma4-bench built and copied
+#            to /tmp/ab-base-gemma4-bench, the working tree's files put back and rebuilt (also when
+#            the build fails, so later commands of the call see the working tree's build); with
+#            .ab-base/tree.tar.gz, that tree built apart in /tmp/ab-base-tree instead;
+#   measure  FILTER and the ceilings (^ceiling/), $ROUNDS (3) rounds of $REPS (3) repetitions a side,
+#            base first, each run a fresh process (base-R.json, new-R.json), each side pooled
+#            (base.json, new.json);
 #   compare  gemma4-conform bench-compare base.json new.json: compare.txt and compare.html (its exit
 #            code is reported, not judged: a slower new side is a finding here, not a failure).
-# $BENCH_FLAGS: the gemma4-bench flags of both runs (default --benchmark_min_time=0.05s
-# --benchmark_repetitions=9: bench-compare judges from 9 on each side). FILTER is matched from the
-# start of a benchmark's name, as the figures of ci/gpu/bench.sh are. The new side runs first.
+# $BENCH_FLAGS: more gemma4-bench flags for every run (default --benchmark_min_time=0.05s;
+# bench-compare judges from 9 repetitions a side, ROUNDS x REPS). FILTER is matched from the start of
+# a benchmark's name, as the figures of ci/gpu/bench.sh are.
 # Exit 0 when every run passed, 1 otherwise, 2 on a bad option.
 set -uo pipefail
 # shellcheck source=ci/gpu/common.sh
@@ -77,7 +79,7 @@ if [ "${1:-}" = --prepare ]; then
   exit 0
 fi
 
-STEPS_DEFAULT=(build new base compare)
+STEPS_DEFAULT=(build base measure compare)
 STEPS_OPTIONAL=()
 stage_parse ab "$@"
 filter=""
@@ -96,16 +98,16 @@ if in_list base "${SELECTED[@]}" && [ ! -s "$GPU_CI_REPO/$BASE_DIR/FILES" ] && [
 fi
 stage_start
 
-read -r -a flags <<< "${BENCH_FLAGS:---benchmark_min_time=0.05s --benchmark_repetitions=9}"
+read -r -a flags <<< "${BENCH_FLAGS:---benchmark_min_time=0.05s}"
+rounds=${ROUNDS:-3} reps=${REPS:-3}
 step build && gpu_build
-step new && bench_run new "^(ceiling/|$filter)" "${flags[@]}"
 
 # copy_listed FROM TO: the files of .ab-base/FILES copied from the tree FROM into the tree TO.
 copy_listed() {
   local f
   while IFS= read -r f; do mkdir -p "$2/$(dirname "$f")" && cp "$1/$f" "$2/$f" || return 1; done < "$BASE_DIR/FILES"
 }
-BASE_TREE=/tmp/ab-base-tree
+BASE_TREE=/tmp/ab-base-tree BASE_BIN=""
 if [ -s "$BASE_DIR/tree.tar.gz" ] && step base; then
   # The base's own tree, built apart; rebuilt only when another revision is carried.
   if [ "$(cat "$BASE_TREE/REV" 2> /dev/null)" != "$(cat "$BASE_DIR/REV")" ] || [ ! -x "$BASE_TREE/build/bin/gemma4-bench" ]; then
@@ -114,19 +116,37 @@ if [ -s "$BASE_DIR/tree.tar.gz" ] && step base; then
       tail -20 "$OUT/build-base.log"
   fi
   echo "base: $(cut -c1-12 "$BASE_DIR/REV")'s tree in $BASE_TREE"
-  [ -x "$BASE_TREE/build/bin/gemma4-bench" ] && BENCH_BIN=$BASE_TREE/build/bin/gemma4-bench bench_run base "^(ceiling/|$filter)" "${flags[@]}"
+  [ -x "$BASE_TREE/build/bin/gemma4-bench" ] && BASE_BIN=$BASE_TREE/build/bin/gemma4-bench
 elif step base; then
+  # The base's files swapped in, its gemma4-bench built and kept apart, the working tree's put back.
   saved=$(mktemp -d /tmp/ab-new.XXXXXX)
   copy_listed . "$saved" || exit 1
   echo "base: $(cut -c1-12 "$BASE_DIR/REV" 2> /dev/null)'s $(wc -l < "$BASE_DIR/FILES") file(s)"
-  if copy_listed "$BASE_DIR" . && run build-base 0 "$OUT/build-base.log" cmake --build build -j "$(nproc)"; then
-    bench_run base "^(ceiling/|$filter)" "${flags[@]}"
+  if copy_listed "$BASE_DIR" . && run build-base 0 "$OUT/build-base.log" cmake --build build -j "$(nproc)" --target gemma4-bench; then
+    cp build/bin/gemma4-bench /tmp/ab-base-gemma4-bench && BASE_BIN=/tmp/ab-base-gemma4-bench
   else
     tail -20 "$OUT/build-base.log" 2> /dev/null
   fi
   copy_listed "$saved" .
   rm -rf "$saved"
   run build-restored 0 "$OUT/build-restored.log" cmake --build build -j "$(nproc)"
+fi
+
+# Interleaved: ROUNDS rounds of REPS repetitions a side, base first, each round a fresh process,
+# each side's rounds pooled: a benchmark's time moves between processes (the E2B layer by up to
+# +-8% on an H200, bench/README.md "The regression gate"), so one process a side would judge two
+# draws of that.
+if step measure; then
+  if [ -z "$BASE_BIN" ]; then
+    fail_run measure "no base gemma4-bench (the base step failed or was not run)"
+  else
+    for r in $(seq 1 "$rounds"); do
+      BENCH_BIN=$BASE_BIN bench_run "base-$r" "^(ceiling/|$filter)" --benchmark_repetitions="$reps" "${flags[@]}"
+      bench_run "new-$r" "^(ceiling/|$filter)" --benchmark_repetitions="$reps" "${flags[@]}"
+    done
+    python3 ci/gpu/gate.py merge "$OUT/base.json" "$OUT"/base-[0-9]*.json &&
+      python3 ci/gpu/gate.py merge "$OUT/new.json" "$OUT"/new-[0-9]*.json
+  fi
 fi
 
 if step compare; then
