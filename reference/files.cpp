@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "reference/error.h"
 
@@ -65,6 +66,12 @@ std::string make_temp_directory(const std::string& prefix) {
   std::string pattern = join(tmp && *tmp ? tmp : "/tmp", prefix + "XXXXXX");
   if (!::mkdtemp(pattern.data())) throw Error(pattern + ": cannot create a temporary directory: " + std::strerror(errno));
   return pattern;
+}
+
+void write_text(const std::string& path, const std::string& contents) {
+  std::ofstream out(path);
+  out << contents;
+  if (!out.flush()) throw Error(path + ": cannot be written");
 }
 
 }  // namespace gemma4::files

@@ -15,5 +15,6 @@ int64_t file_size(const std::string& path);                       // -1 when it 
 void truncate_file(const std::string& path, int64_t size);        // throws gemma4::Error
 void make_directories(const std::string& path);                  // like mkdir -p; throws gemma4::Error
 std::string make_temp_directory(const std::string& prefix);       // a new, empty directory under $TMPDIR or /tmp
+void write_text(const std::string& path, const std::string& contents);  // replaces it; throws gemma4::Error "PATH: cannot be written"
 
 }  // namespace gemma4::files

@@ -7,6 +7,7 @@
 
 #include "bench/compare/bench_comparison.h"
 #include "bench/compare/svg.h"
+#include "reference/files.h"
 #include "reference/text.h"
 
 namespace gemma4::bench {
@@ -306,7 +307,7 @@ void write_history_html(const std::string& path, const std::string& history_path
     html += "</div>\n";
   }
   html += "</body></html>\n";
-  svg::write_file(path, html);
+  files::write_text(path, html);
 }
 
 }  // namespace gemma4::bench

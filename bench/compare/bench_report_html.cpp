@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "bench/compare/svg.h"
+#include "reference/files.h"
 #include "reference/text.h"
 
 namespace gemma4::bench {
@@ -211,7 +212,7 @@ void write_html_report(const std::string& path, const BenchReport& base, const B
     html += "<div class=\"chart\"><h3>" + xml_escape(chart.title) + "</h3>\n" + svg_chart(chart) + "</div>\n";
   }
   html += "</body></html>\n";
-  svg::write_file(path, html);
+  files::write_text(path, html);
 }
 
 }  // namespace gemma4::bench

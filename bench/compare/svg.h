@@ -3,11 +3,9 @@
 // palette, the page style, SVG primitives and the axis step. Inline SVG and CSS only, no scripts
 // and no external resources, so that a report opens from a CI artefact or a git checkout as is.
 #include <cmath>
-#include <fstream>
 #include <sstream>
 #include <string>
 
-#include "reference/error.h"
 #include "reference/text.h"
 
 namespace gemma4::bench::svg {
@@ -68,13 +66,6 @@ inline std::string y_title(double x, double y, const std::string& s) {
 inline double nice_step(double top) {
   const double raw = top / 4, magnitude = std::pow(10, std::floor(std::log10(raw))), fraction = raw / magnitude;
   return (fraction <= 1 ? 1 : fraction <= 2 ? 2 : fraction <= 5 ? 5 : 10) * magnitude;
-}
-
-// Throws gemma4::Error naming `path` when it cannot be written.
-inline void write_file(const std::string& path, const std::string& contents) {
-  std::ofstream out(path);
-  out << contents;
-  if (!out.flush()) throw Error(path + ": cannot be written");
 }
 
 }  // namespace gemma4::bench::svg

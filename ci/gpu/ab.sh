@@ -132,20 +132,11 @@ elif step base; then
   run build-restored 0 "$OUT/build-restored.log" cmake --build build -j "$(nproc)"
 fi
 
-# Interleaved: ROUNDS rounds of REPS repetitions a side, base first, each round a fresh process,
-# each side's rounds pooled: a benchmark's time moves between processes (the E2B layer by up to
-# +-8% on an H200, bench/README.md "The regression gate"), so one process a side would judge two
-# draws of that.
 if step measure; then
   if [ -z "$BASE_BIN" ]; then
     fail_run measure "no base gemma4-bench (the base step failed or was not run)"
   else
-    for r in $(seq 1 "$rounds"); do
-      BENCH_BIN=$BASE_BIN bench_run "base-$r" "^(ceiling/|$filter)" --benchmark_repetitions="$reps" "${flags[@]}"
-      bench_run "new-$r" "^(ceiling/|$filter)" --benchmark_repetitions="$reps" "${flags[@]}"
-    done
-    python3 ci/gpu/gate.py merge "$OUT/base.json" "$OUT"/base-[0-9]*.json &&
-      python3 ci/gpu/gate.py merge "$OUT/new.json" "$OUT"/new-[0-9]*.json
+    interleave base new "$BASE_BIN" "^(ceiling/|$filter)" "$rounds" "$reps" "${flags[@]}"
   fi
 fi
 

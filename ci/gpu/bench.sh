@@ -122,12 +122,7 @@ confirm() {
   local -a flags=(--benchmark_min_time=0.05s)
   gpu_monitor_start "$OUT/monitor-confirm-$i"
   if [ -n "${BASE_BENCH:-}" ]; then
-    for r in 1 2 3; do
-      BENCH_BIN=$BASE_BENCH bench_run "confirm-$i-base-$r" "$filter" --benchmark_repetitions=3 "${flags[@]}"
-      bench_run "confirm-$i-new-$r" "$filter" --benchmark_repetitions=3 "${flags[@]}"
-    done
-    python3 ci/gpu/gate.py merge "$OUT/confirm-$i-base.json" "$OUT"/confirm-"$i"-base-[123].json
-    python3 ci/gpu/gate.py merge "$OUT/confirm-$i.json" "$OUT"/confirm-"$i"-new-[123].json
+    interleave "confirm-$i-base" "confirm-$i" "$BASE_BENCH" "$filter" 3 3 "${flags[@]}"
     base=$OUT/confirm-$i-base.json
   else
     bench_run "confirm-$i" "$filter" --benchmark_repetitions=9 "${flags[@]}"

@@ -405,6 +405,23 @@ gpu_monitor_stop() {
   return 0
 }
 
+# interleave BASE NEW BASE_BIN FILTER ROUNDS REPS [GEMMA4_BENCH_FLAGS...]: FILTER measured by the
+# base's gemma4-bench (BASE_BIN) and this build's in turn, ROUNDS rounds of REPS repetitions a side,
+# base first, each run a fresh process ($OUT/BASE-R.json, $OUT/NEW-R.json), each side's rounds pooled
+# into $OUT/BASE.json and $OUT/NEW.json (gate.py merge). A time can move between processes (the E2B
+# layer by up to +-8% on an H200: bench/README.md, "The regression gate"): one process a side would
+# compare two draws of that.
+interleave() {
+  local base=$1 new=$2 bin=$3 filter=$4 rounds=$5 reps=$6 r
+  shift 6
+  for r in $(seq 1 "$rounds"); do
+    BENCH_BIN=$bin bench_run "$base-$r" "$filter" --benchmark_repetitions="$reps" "$@"
+    bench_run "$new-$r" "$filter" --benchmark_repetitions="$reps" "$@"
+  done
+  python3 ci/gpu/gate.py merge "$OUT/$base.json" "$OUT/$base"-[0-9]*.json &&
+    python3 ci/gpu/gate.py merge "$OUT/$new.json" "$OUT/$new"-[0-9]*.json
+}
+
 # python_env: for the runs of the Python package: the module built in build/python, the carried
 # wheels of .whl/ (liger-kernel, axolotl, ...) installed with --no-deps into /tmp/site, PYTHONPATH.
 # Records a failed run "python-env" and returns 1 when the module is missing.

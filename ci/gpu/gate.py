@@ -28,6 +28,10 @@ compare steps). Standard library only: it runs with the GPU host's python3.
                                             flag is a false positive) and with every repetition of
                                             the judged run made 2.5-10% slower (a miss is a false
                                             negative): the measured noise, not a model of it
+    ci/gpu/gate.py trials DIR --runs N [--mutant-benchmark RE] [--contended-first]
+                                            gate_trials.sh's table of its runs' gate.json: exit 0
+                                            when each ended as expected (no regression; RE
+                                            reported every time; run 1 not judged)
     ci/gpu/gate.py load --seconds S         keeps the GPU busy with bf16 matmuls for S seconds (the
                                             contention experiment: ci/gpu/gate_trials.sh --contend)
 
@@ -50,6 +54,9 @@ SMI = "nvidia-smi"
 # A process that holds this much device memory, or a GPU this busy, is "another process on the GPU".
 BUSY_UTILISATION_PERCENT = 5
 IDLE_MEMORY_MIB = 1024
+# How idle and monitor begin their line (monitor-*.txt): verdict reads a run's state from it.
+IDLE, NOT_IDLE, ALONE, NOT_ALONE = "GPU idle", "GPU not idle", "GPU alone", "GPU not alone"
+SHARED = (NOT_IDLE, NOT_ALONE)
 
 
 def smi(*args):
@@ -86,9 +93,9 @@ def idle(args):
     if min(memory) > IDLE_MEMORY_MIB and not apps:
         busy.append(f"{min(memory):.0f} MiB of device memory in use by processes nvidia-smi does not list")
     if busy:
-        print("GPU not idle: " + "; ".join(busy))
+        print(f"{NOT_IDLE}: " + "; ".join(busy))
         return 1
-    print(f"GPU idle: no compute process, utilisation {mean:.0f}% over {args.seconds:g} s, {max(memory):.0f} MiB used")
+    print(f"{IDLE}: no compute process, utilisation {mean:.0f}% over {args.seconds:g} s, {max(memory):.0f} MiB used")
     return 0
 
 
@@ -133,8 +140,7 @@ def monitor(args):
         lines.append("no samples (nvidia-smi did not run beside the benchmark)")
     for pid, (name, mem) in others.items():
         lines.append(f"another process used the GPU during the run: pid {pid} ({name}), {mem} MiB")
-    verdict = "not alone" if others else "alone"
-    print(f"GPU {verdict}: " + "; ".join(lines))
+    print(f"{NOT_ALONE if others else ALONE}: " + "; ".join(lines))
     return 1 if others else 0
 
 
@@ -147,14 +153,19 @@ def flagged(args):
     return 0
 
 
-def merge(args):
+def merged(paths):
+    """One report: the first's context, every report's repetitions (aggregates left out)."""
     out = None
-    for path in args.inputs:
+    for path in paths:
         report = json.load(open(path))
         if out is None:
             out = {"context": report["context"], "benchmarks": []}
         out["benchmarks"] += [b for b in report["benchmarks"] if b.get("run_type") != "aggregate"]
-    json.dump(out, open(args.out, "w"), indent=1)
+    return out
+
+
+def merge(args):
+    json.dump(merged(args.inputs), open(args.out, "w"), indent=1)
     return 0
 
 
@@ -168,7 +179,7 @@ def verdict(args):
     monitors = {}
     for path in sorted(glob.glob(os.path.join(args.dir, "monitor*.txt"))):
         monitors[os.path.basename(path)] = open(path).read().strip()
-    shared = [f"{name}: {text}" for name, text in monitors.items() if text.startswith("GPU not ")]
+    shared = [f"{name}: {text}" for name, text in monitors.items() if text.startswith(SHARED)]
 
     rows = []
     for row in first["rows"]:
@@ -234,7 +245,7 @@ def rates(args):
     with tempfile.TemporaryDirectory() as tmp:
         base, new, out = (os.path.join(tmp, f) for f in ("base.json", "new.json", "compare.json"))
         for base_paths, b in trials:
-            merge(argparse.Namespace(out=base, inputs=base_paths))
+            json.dump(merged(base_paths), open(base, "w"))
             for d in slowdowns:
                 slow = json.loads(json.dumps(b))
                 for row in slow["benchmarks"]:
@@ -260,6 +271,35 @@ def rates(args):
     for (d, name), n in sorted(wrong.items()):
         print(f"  at {d:4.1f}%: {name} {'flagged' if d == 0 else 'missed'} in {n} trial(s)")
     return 0
+
+
+def trials(args):
+    """gate_trials.sh's table: per run, the first pass's flags, the confirmed ones and the verdict."""
+    as_expected = True
+    print(f"{'run':5s} {'first pass':>10s} {'confirmed':>9s}  verdict")
+    for i in range(1, args.runs + 1):
+        path = os.path.join(args.dir, f"run-{i}", "gate.json")
+        if not os.path.exists(path):
+            print(f"{i:<5d} no gate.json (the run failed before the gate: {args.dir}/run-{i}.log)")
+            as_expected = False
+            continue
+        gate = json.load(open(path))
+        flagged = gate["flagged"]
+        confirmed = [f["name"] for f in flagged if f["verdict"] != "not confirmed"]
+        print(f"{i:<5d} {len(flagged):>10d} {len(confirmed):>9d}  {gate['summary']}")
+        for f in flagged:
+            again = "-" if f["again_change_percent"] is None else f"{f['again_change_percent']:+.1f}%"
+            print(f"      {f['name']}: {f['first_change_percent']:+.1f}% then {again}: {f['verdict']}")
+        if args.contended_first and i == 1:  # another process on the GPU: the gate must not judge
+            as_expected &= gate["summary"].startswith("not judged")
+        elif args.mutant_benchmark:
+            caught = any(re.match(args.mutant_benchmark, name) for name in confirmed)
+            print(f"      mutant's benchmark {args.mutant_benchmark}: {'reported' if caught else 'MISSED'}")
+            as_expected &= caught
+        else:
+            as_expected &= gate["passed"]
+    print("trials: " + ("as expected" if as_expected else "NOT as expected"))
+    return 0 if as_expected else 1
 
 
 def load(args):
@@ -299,6 +339,12 @@ def main():
     p.add_argument("--pooled", action="store_true", help="judge each run against all the others pooled")
     p.add_argument("reports", nargs="+")
     p.set_defaults(fn=rates)
+    p = sub.add_parser("trials", help="gate_trials.sh's table over its run-I directories")
+    p.add_argument("dir")
+    p.add_argument("--runs", type=int, required=True)
+    p.add_argument("--mutant-benchmark", help="a regex the gate must report in every run")
+    p.add_argument("--contended-first", action="store_true", help="run 1 had another process on the GPU")
+    p.set_defaults(fn=trials)
     p = sub.add_parser("load", help="keep the GPU busy (the contention experiment)")
     p.add_argument("--seconds", type=float, required=True)
     p.set_defaults(fn=load)

@@ -94,34 +94,8 @@ if step trials; then
       --out "$OUT/run-$i" $left
     [ -n "$load_pid" ] && wait "$load_pid"
   done
-  python3 - "$OUT" "$runs" "${MUTANT[3]:-}" "$contend" << 'EOF' | tee "$OUT/trials.txt"
-import json, os, re, sys
-out, runs, benchmark, contend = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-expected_ok = True
-print(f"{'run':5s} {'first pass':>10s} {'confirmed':>9s}  verdict")
-for i in range(1, runs + 1):
-    path = os.path.join(out, f"run-{i}", "gate.json")
-    if not os.path.exists(path):
-        print(f"{i:<5d} no gate.json (the run failed before the gate: {out}/run-{i}.log)")
-        expected_ok = False
-        continue
-    gate = json.load(open(path))
-    flagged = gate["flagged"]
-    confirmed = [f["name"] for f in flagged if f["verdict"] != "not confirmed"]
-    print(f"{i:<5d} {len(flagged):>10d} {len(confirmed):>9d}  {gate['summary']}")
-    for f in flagged:
-        print(f"      {f['name']}: {f['first_change_percent']:+.1f}% then "
-              + ("-" if f["again_change_percent"] is None else f"{f['again_change_percent']:+.1f}%") + f": {f['verdict']}")
-    if contend and i == 1:  # another process on the GPU: the gate must say it cannot judge
-        expected_ok &= gate["summary"].startswith("not judged")
-    elif benchmark:
-        caught = any(re.match(benchmark, name) for name in confirmed)
-        print(f"      mutant's benchmark {benchmark}: {'reported' if caught else 'MISSED'}")
-        expected_ok &= caught
-    else:
-        expected_ok &= gate["passed"]
-print("trials: " + ("as expected" if expected_ok else "NOT as expected"))
-EOF
+  python3 ci/gpu/gate.py trials "$OUT" --runs "$runs" ${MUTANT[3]:+--mutant-benchmark "${MUTANT[3]}"} \
+    ${contend:+--contended-first} | tee "$OUT/trials.txt"
   keep_file "$OUT/trials.txt"
   grep -q '^trials: as expected' "$OUT/trials.txt" || fail_run trials "not as expected: $OUT/trials.txt"
 fi

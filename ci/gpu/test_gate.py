@@ -161,3 +161,19 @@ def test_rates_count_no_false_positive_on_quiet_runs_and_catch_a_ten_percent_slo
     lines = {line.split()[0]: line.split() for line in out.stdout.splitlines() if line.strip().endswith(("positives", "caught"))}
     assert lines["0.0%"][1:3] == ["2", "0"], out.stdout   # 2 ordered pairs, none flagged
     assert lines["10.0%"][1:3] == ["2", "2"], out.stdout  # both catch 10%
+
+
+def test_trials_table_expects_no_regression_or_the_mutant_every_time(tmp_path):
+    def run(i, summary, passed, flagged):
+        (tmp_path / f"run-{i}").mkdir()
+        (tmp_path / f"run-{i}" / "gate.json").write_text(json.dumps({"summary": summary, "passed": passed, "flagged": [
+            {"name": n, "first_change_percent": 10.0, "again_change_percent": a, "verdict": v} for n, a, v in flagged]}))
+
+    run(1, "1 regression(s)", False, [(OTHER, 9.9, "regression")])
+    run(2, "0 regression(s)", True, [(OTHER, 1.0, "not confirmed")])
+    mutant = gate("trials", tmp_path, "--runs", 2, "--mutant-benchmark", "^" + OTHER + "$")
+    assert mutant.returncode == 1 and "MISSED" in mutant.stdout  # run 2 did not report it
+    assert gate("trials", tmp_path, "--runs", 1, "--mutant-benchmark", "^" + OTHER + "$").returncode == 0
+    plain = gate("trials", tmp_path, "--runs", 2)
+    assert plain.returncode == 1 and "trials: NOT as expected" in plain.stdout  # run 1 reported a regression
+    assert gate("trials", tmp_path, "--runs", 3).returncode == 1  # run 3 has no gate.json

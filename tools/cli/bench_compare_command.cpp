@@ -2,12 +2,11 @@
 // one got slower beyond the threshold with statistical support (the CI performance gate).
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <iostream>
 
 #include "bench/compare/bench_comparison.h"
 #include "bench/compare/bench_report_html.h"
-#include "reference/error.h"
+#include "reference/files.h"
 #include "reference/text.h"
 #include "tools/cli/args.h"
 #include "tools/cli/commands.h"
@@ -100,11 +99,8 @@ int bench_compare_command(const std::vector<std::string>& argv) {
     std::cout << "wrote " << args.get("html") << "\n";
   }
   if (args.has("json")) {
-    const std::string path = args.get("json");
-    std::ofstream out(path);
-    out << bench::comparison_json(base, current, rows, warnings, options);
-    if (!out.flush()) throw Error(path + ": cannot be written");
-    std::cout << "wrote " << path << "\n";
+    files::write_text(args.get("json"), bench::comparison_json(base, current, rows, warnings, options));
+    std::cout << "wrote " << args.get("json") << "\n";
   }
   return regressions > 0 ? 1 : 0;
 }
