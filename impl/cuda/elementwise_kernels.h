@@ -4,6 +4,7 @@
 // compile without torch headers. Tensors are contiguous; each launcher returns cudaGetLastError().
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace gemma4::impl::cuda {
@@ -41,14 +42,19 @@ struct NormRopeBackwardArgs {
   bool transposed;
   float eps;
   void* dx;                   // [B, S, H, D]
-  float* dweight_partial;     // [norm_rope_backward_blocks(shape), D] per-block sums, or null
+  void* dweight;              // [D] the weight's gradient, in the dtype the weight is read in (fp32
+                              // or x's); or null: none (always null without a weight)
   bool per_token_rope;        // as the forward's
 };
 
-// One tensor of a layer's norm + RoPE forward: its q, k or v.
+// One tensor of a layer's norm + RoPE forward or backward: its q, k or v.
 struct NormRopeForwardJob {
   RowShape shape;
   NormRopeForwardArgs args;
+};
+struct NormRopeBackwardJob {
+  RowShape shape;
+  NormRopeBackwardArgs args;
 };
 constexpr int kMaxNormRopeJobs = 3;
 
@@ -56,9 +62,13 @@ constexpr int kMaxNormRopeJobs = 3;
 // staged kernel where it takes them all (bf16 and fp16 rows of 16-byte vectors), the rest one
 // register-kernel launch each.
 cudaError_t norm_rope_forward(DType dtype, const NormRopeForwardJob* jobs, int count, cudaStream_t stream);
-// The rows of dweight_partial: the weight gradient is their sum over dim 0 (deterministic, no atomics).
-int64_t norm_rope_backward_blocks(const RowShape& shape);
-cudaError_t norm_rope_backward(DType dtype, const RowShape& shape, const NormRopeBackwardArgs& args,
+// The bytes of device memory norm_rope_backward needs for these jobs' weight gradients (0 without
+// any): the blocks' partial sums and the counters that order their reduction.
+size_t norm_rope_backward_workspace(const NormRopeBackwardJob* jobs, int count);
+// A layer's q, k and v (1 to kMaxNormRopeJobs jobs of one dtype): one launch of the backward kernel
+// for the jobs that share a head dim, token count and instance (vector width, weight dtype), the
+// weight gradients (deterministic) included, after a memset of the workspace's counters.
+cudaError_t norm_rope_backward(DType dtype, const NormRopeBackwardJob* jobs, int count, void* workspace,
                                cudaStream_t stream);
 
 // out = gelu_tanh(gate) * up over n elements.

@@ -85,36 +85,13 @@ Args norm_rope_args(const Tensor& x, const Tensor& weight, const Tensor& cos, co
   return args;
 }
 
-// {dx, dweight in fp32} for the gradients of one tensor's outputs (QkvNormRope: rope(rms(x) * weight),
-// in [B, H, S, D] when `transposed`, and rms(x) alone where dy_unscaled is given); dweight only when
-// weight_grad.
-std::pair<Tensor, Tensor> launch_backward(const Tensor& x, const Tensor& weight, const Tensor& cos, const Tensor& sin,
-                                          const Tensor& dy, const Tensor& dy_unscaled, double eps, bool transposed,
-                                          bool weight_grad) {
-  const c10::cuda::CUDAGuard guard(x.device());
-  const RowShape shape = row_shape(x);
-  // Incoming gradients may be expanded or strided views (the gradient of a sum, of a transpose).
-  const Tensor dy_c = dy.contiguous();
-  const Tensor dy_unscaled_c = dy_unscaled.defined() ? dy_unscaled.contiguous() : Tensor();
-  const Tensor dx = at::empty(x.sizes(), x.options());
-  const Tensor partial = weight_grad ? at::empty({norm_rope_backward_blocks(shape), shape.head_dim},
-                                                 x.options().dtype(torch::kFloat32))
-                                     : Tensor();
-  auto args = norm_rope_args<NormRopeBackwardArgs>(x, weight, cos, sin, eps, transposed);
-  args.dy = data_ptr(dy_c);
-  args.dy_unscaled = data_ptr(dy_unscaled_c);
-  args.dx = mutable_ptr(dx);
-  args.dweight_partial = weight_grad ? partial.data_ptr<float>() : nullptr;
-  C10_CUDA_CHECK(norm_rope_backward(kernel_dtype(x), shape, args, at::cuda::getCurrentCUDAStream(x.get_device())));
-  // The per-block partial sums reduced in a fixed order: the weight gradient is deterministic.
-  return {dx, weight_grad ? partial.sum(0) : Tensor()};
-}
-
 // The layer's q, k and v norms (GEMMA4.md, Forward 3 and 5): q [B, S, Hq, D] -> rope(rms(q) * q_norm)
 // as laid out; k [B, S, Hkv, D] -> rope(rms(k) * k_norm) in [B, Hkv, S, D]; v -> rms(v) in
 // [B, Hkv, S, D], or on K=V layers (v undefined) rms(k), so that the raw key is read once for both
 // and its gradient sums both paths. k undefined: q alone (a KV-shared layer). The forward is one
-// launch for all three where the staged kernel takes them; the backward one launch per tensor.
+// launch for all three where the staged kernel takes them; the backward one launch for all three
+// where their vector widths agree, the norm weights' gradients finished in it (after a memset of
+// its counters).
 // Autograd's custom functions take defined tensors only, so an absent k, v or k_norm comes as an
 // empty stand-in and `layout` says which are real.
 enum class QkvLayout : int64_t { kQueryOnly, kKeyIsValue, kKeyAndValue };
@@ -163,24 +140,51 @@ struct QkvNormRope : torch::autograd::Function<QkvNormRope> {
     const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &q_norm = saved[3], &k_norm = saved[4];
     const Tensor &cos = saved[5], &sin = saved[6];
     const double eps = ctx->saved_data["eps"].toDouble();
-    auto weight_grad = [](const Tensor& dweight, const Tensor& weight) {
-      return dweight.defined() ? dweight.to(weight.scalar_type()) : dweight;
+    const c10::cuda::CUDAGuard guard(q.device());
+
+    NormRopeBackwardJob jobs[kMaxNormRopeJobs];
+    Tensor inputs[kMaxNormRopeJobs][3];  // the weight as read, dy and dy_unscaled, alive until the launch
+    Tensor dx[kMaxNormRopeJobs], dweight[kMaxNormRopeJobs];  // q, k, v: undefined where absent
+    int count = 0;
+    auto add = [&](const Tensor& x, const Tensor& weight, bool rope, bool transposed, const Tensor& dy,
+                   const Tensor& dy_unscaled, bool weight_grad) {
+      const int j = count++;
+      Tensor &kernel_w = inputs[j][0], &dy_c = inputs[j][1], &dy_unscaled_c = inputs[j][2];
+      kernel_w = kernel_weight(weight, x);
+      // Incoming gradients may be expanded or strided views (the gradient of a sum, of a transpose).
+      dy_c = dy.contiguous();
+      if (dy_unscaled.defined()) dy_unscaled_c = dy_unscaled.contiguous();
+      dx[j] = at::empty(x.sizes(), x.options());
+      // In the dtype the kernel reads the weight in; backward() converts it to the weight's own.
+      if (weight_grad) dweight[j] = at::empty({x.size(3)}, kernel_w.options());
+      NormRopeBackwardJob& job = jobs[j];
+      job.shape = row_shape(x);
+      job.args = norm_rope_args<NormRopeBackwardArgs>(x, kernel_w, rope ? cos : Tensor(), rope ? sin : Tensor(), eps,
+                                                      transposed);
+      job.args.dy = data_ptr(dy_c);
+      job.args.dy_unscaled = data_ptr(dy_unscaled_c);
+      job.args.dx = mutable_ptr(dx[j]);
+      job.args.dweight = mutable_ptr(dweight[j]);
     };
-    auto [dq, dq_norm] = launch_backward(q, kernel_weight(q_norm, q), cos, sin, grads[0], Tensor(), eps,
-                                         /*transposed=*/false, ctx->needs_input_grad(3));
-    Tensor dk, dk_norm, dv;
+    add(q, q_norm, /*rope=*/true, /*transposed=*/false, grads[0], Tensor(), ctx->needs_input_grad(3));
     if (k.defined()) {
       const bool k_is_v = !v.defined();  // grads[2]: the gradient of rms(k), summed into dk
-      std::tie(dk, dk_norm) = launch_backward(k, kernel_weight(k_norm, k), cos, sin, grads[1],
-                                              k_is_v ? grads[2] : Tensor(), eps, /*transposed=*/true,
-                                              ctx->needs_input_grad(4));
-      if (!k_is_v) {
-        dv = launch_backward(v, Tensor(), Tensor(), Tensor(), grads[2], Tensor(), eps, /*transposed=*/true,
-                             /*weight_grad=*/false)
-                 .first;
-      }
+      add(k, k_norm, /*rope=*/true, /*transposed=*/true, grads[1], k_is_v ? grads[2] : Tensor(),
+          ctx->needs_input_grad(4));
+      if (!k_is_v) add(v, Tensor(), /*rope=*/false, /*transposed=*/true, grads[2], Tensor(), /*weight_grad=*/false);
     }
-    return {dq, dk, dv, weight_grad(dq_norm, q_norm), weight_grad(dk_norm, k_norm), Tensor(), Tensor(), Tensor(), Tensor()};
+    const size_t bytes = norm_rope_backward_workspace(jobs, count);
+    const Tensor workspace =
+        bytes > 0 ? at::empty({static_cast<int64_t>(bytes)}, q.options().dtype(torch::kUInt8)) : Tensor();
+    C10_CUDA_CHECK(norm_rope_backward(kernel_dtype(q), jobs, count, mutable_ptr(workspace),
+                                      at::cuda::getCurrentCUDAStream(q.get_device())));
+
+    // A weight in neither x's dtype nor fp32 (read as fp32) gets its gradient converted.
+    auto weight_grad = [](const Tensor& grad, const Tensor& weight) {
+      return grad.defined() ? grad.to(weight.scalar_type()) : grad;
+    };
+    return {dx[0], dx[1], dx[2], weight_grad(dweight[0], q_norm), weight_grad(dweight[1], k_norm),
+            Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 

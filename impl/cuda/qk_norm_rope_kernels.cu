@@ -16,16 +16,17 @@
 // Bytes in flight. These kernels are bound by memory latency unless an SM keeps enough loads
 // outstanding: an H200 SM's share of the bandwidth (4.8 TB/s / 132) over a loaded DRAM latency of
 // about 1 us is about 36 KB, and a lane's one row (32 bytes; 16 warps an SM at 104-118 registers
-// a thread) is 16 KB: the register kernel's backward reaches 71-84% of the copy ceiling at 8k
-// tokens (bench/README.md, the baseline set). Neither holding more rows in registers (more
-// registers than it gains; the next row's raw x loaded ahead of the current row's work: 2-8% slower
-// on the H100) nor asking L2 for the rows ahead
+// a thread) is 16 KB: the register kernel's backward (then a launch a tensor) reaches 71-84% of
+// the copy ceiling at 8k tokens (bench/README.md, the baseline set). Neither holding more rows in
+// registers (more registers than it gains; the next row's raw x loaded ahead of the current row's
+// work: 2-8% slower on the H100) nor asking L2 for the rows ahead
 // (prefetch.global.L2: 6.4% slower at the H100's global shape) helped; all are described there.
 // What did: the forward's staged kernel (qk_norm_rope_staged.cuh), where TMA bulk copies bring a
 // warp's next units into shared memory, 8 KB in flight a warp and 96 KB an SM, and one launch
 // serves a layer's q, k and v: 87-91% of copy from 8k tokens on the H100 and the H200, 60-76% at
 // 1k (bench/README.md). It serves bf16 and f16 rows whose pointers allow 16-byte vectors; the
-// register-loaded kernel serves the rest (fp32, other head dims or alignments) and the backward.
+// register-loaded kernel serves the rest (fp32, other head dims or alignments) and the backward
+// (qk_norm_rope_backward.cuh, also one launch a layer).
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
@@ -33,6 +34,7 @@
 
 #include "impl/cuda/device_setup.h"
 #include "impl/cuda/elementwise_kernels.h"
+#include "impl/cuda/qk_norm_rope_backward.cuh"
 #include "impl/cuda/qk_norm_rope_rows.cuh"
 #include "impl/cuda/qk_norm_rope_staged.cuh"
 
@@ -57,120 +59,6 @@ __global__ void __launch_bounds__(kWarps * 32) norm_rope_forward_kernel(RowShape
     forward_row<T, V>(a, D, chunks, lane, x, weight, rope, at, valid);
   };
   for_each_row<T, V>(shape, lane, cos, sin, a.transposed, a.per_token_rope, chunks, row);
-}
-
-// With xhat = x * rstd, n = xhat * w and y = rope(n):
-//   dn = rope^T(dy)                                 (the rotation transposed)
-//   g = dn * w (+ dy_unscaled on K=V)               (the gradient w.r.t. xhat)
-//   dx = rstd * (g - xhat * mean(g * xhat))
-//   dw = sum over rows of dn * xhat
-template <typename T, typename W, int V>
-__global__ void __launch_bounds__(kWarps * 32) norm_rope_backward_kernel(RowShape shape, NormRopeBackwardArgs a) {
-  constexpr int C = kChunks<V>;
-  const T* x = static_cast<const T*>(a.x);
-  const W* weight = static_cast<const W*>(a.weight);
-  const T* cos = static_cast<const T*>(a.cos);
-  const T* sin = static_cast<const T*>(a.sin);
-  const T* dy = static_cast<const T*>(a.dy);
-  const T* dy_unscaled = static_cast<const T*>(a.dy_unscaled);
-  T* dx = static_cast<T*>(a.dx);
-  const int64_t D = shape.head_dim, half = D / 2;
-  const int chunks = static_cast<int>(half / V);
-  const LanePlace lane(half);
-
-  Pairs<V> dw_lo = {}, dw_hi = {};  // this lane's share of dw over its rows
-  auto row = [&](const RopeRow<T, V>& rope, const RowOffsets& at, bool valid) {
-    // Everything that does not depend on rstd comes before the reduction: all loads overlap.
-    Pairs<V> lo, hi, g_lo, g_hi, u_lo = {}, u_hi = {};  // x; dn, then g; dy_unscaled
-    float sum_sq = 0.f;
-#pragma unroll
-    for (int i = 0; i < C; ++i) {
-      const int c = lane.sub + lane.lanes * i;
-      if (!valid || c >= chunks) continue;
-      const int64_t d = c * V;
-      load<T, V>(x + at.in + d, lo[i]);
-      load<T, V>(x + at.in + half + d, hi[i]);
-      load<T, V>(dy + at.out + d, g_lo[i]);
-      load<T, V>(dy + at.out + half + d, g_hi[i]);
-      if (dy_unscaled) {
-        load<T, V>(dy_unscaled + at.out + d, u_lo[i]);
-        load<T, V>(dy_unscaled + at.out + half + d, u_hi[i]);
-      }
-      if (cos) {
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const float l = g_lo[i][j], h = g_hi[i][j];
-          g_lo[i][j] = l * rope.cos_lo[i][j] + h * rope.sin_hi[i][j];
-          g_hi[i][j] = h * rope.cos_hi[i][j] - l * rope.sin_lo[i][j];
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < V; ++j) sum_sq += lo[i][j] * lo[i][j] + hi[i][j] * hi[i][j];
-    }
-    const float rstd = rsqrtf(group_sum(sum_sq, lane.lanes) / static_cast<float>(D) + a.eps);
-
-    float dot = 0.f;  // sum of g * xhat over the lane's share of the row
-#pragma unroll
-    for (int i = 0; i < C; ++i) {
-      const int c = lane.sub + lane.lanes * i;
-      if (!valid || c >= chunks) continue;
-      float w_lo[V], w_hi[V];
-      load_weight<W, V>(weight, c * V, w_lo);
-      load_weight<W, V>(weight, half + c * V, w_hi);
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        lo[i][j] *= rstd;
-        hi[i][j] *= rstd;
-        dw_lo[i][j] += g_lo[i][j] * lo[i][j];
-        dw_hi[i][j] += g_hi[i][j] * hi[i][j];
-        g_lo[i][j] = g_lo[i][j] * w_lo[j] + u_lo[i][j];
-        g_hi[i][j] = g_hi[i][j] * w_hi[j] + u_hi[i][j];
-        dot += g_lo[i][j] * lo[i][j] + g_hi[i][j] * hi[i][j];
-      }
-    }
-    const float mean_dot = group_sum(dot, lane.lanes) / static_cast<float>(D);
-
-#pragma unroll
-    for (int i = 0; i < C; ++i) {
-      const int c = lane.sub + lane.lanes * i;
-      if (!valid || c >= chunks) continue;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        g_lo[i][j] = rstd * (g_lo[i][j] - lo[i][j] * mean_dot);
-        g_hi[i][j] = rstd * (g_hi[i][j] - hi[i][j] * mean_dot);
-      }
-      store<T, V>(dx + at.in + c * V, g_lo[i]);
-      store<T, V>(dx + at.in + half + c * V, g_hi[i]);
-    }
-  };
-  for_each_row<T, V>(shape, lane, cos, sin, a.transposed, a.per_token_rope, chunks, row);
-
-  if (!a.dweight_partial) return;
-  // dw summed in a fixed order: over the warp's row slots (shuffles), then over the block's warps
-  // (shared memory) into this block's row of dweight_partial.
-  extern __shared__ float block_dw[];  // [kWarps, D]
-  const int warp = threadIdx.x / 32;
-#pragma unroll
-  for (int i = 0; i < C; ++i) {
-    const int c = lane.sub + lane.lanes * i;
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      for (int offset = lane.lanes; offset < 32; offset <<= 1) {
-        dw_lo[i][j] += __shfl_xor_sync(0xffffffffu, dw_lo[i][j], offset);
-        dw_hi[i][j] += __shfl_xor_sync(0xffffffffu, dw_hi[i][j], offset);
-      }
-      if (lane.slot == 0 && c < chunks) {
-        block_dw[warp * D + c * V + j] = dw_lo[i][j];
-        block_dw[warp * D + half + c * V + j] = dw_hi[i][j];
-      }
-    }
-  }
-  __syncthreads();
-  for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-    float sum = 0.f;
-    for (int w = 0; w < kWarps; ++w) sum += block_dw[w * D + d];
-    a.dweight_partial[blockIdx.x * D + d] = sum;
-  }
 }
 
 // The widest vector (in elements, at most 16 bytes) that divides D/2 and to which every pointer
@@ -252,9 +140,60 @@ void launch_registers(DType dtype, const NormRopeForwardJob& job, cudaStream_t s
              });
 }
 
+// Calls launch(T{}, W{}, integral_constant<V>) for the instance that runs a backward job.
+template <typename Launch>
+void with_backward_types(DType dtype, const NormRopeBackwardJob& job, Launch&& launch) {
+  const NormRopeBackwardArgs& a = job.args;
+  with_types(dtype, a.weight_fp32, job.shape.head_dim / 2, a.weight, {a.x, a.cos, a.sin, a.dy, a.dy_unscaled, a.dx},
+             launch);
+}
+
+// What decides whether backward jobs can share a launch: the instance (W, by its size, and V), the
+// head dim and the tokens (one gridDim.x). A job without a weight reads none, so it takes any W.
+struct BackwardKind {
+  bool weighted;
+  int weight_bytes, width;
+  int64_t head_dim, tokens;
+
+  bool fits(const BackwardKind& o) const {
+    return width == o.width && head_dim == o.head_dim && tokens == o.tokens &&
+           (!weighted || !o.weighted || weight_bytes == o.weight_bytes);
+  }
+};
+
+BackwardKind backward_kind(DType dtype, const NormRopeBackwardJob& job) {
+  BackwardKind kind{job.args.weight != nullptr, 0, 0, job.shape.head_dim, num_tokens(job.shape)};
+  with_backward_types(dtype, job, [&](auto, auto w, auto v) {
+    kind.weight_bytes = sizeof(w);
+    kind.width = decltype(v)::value;
+  });
+  return kind;
+}
+
+// Where the jobs' weight-gradient rows and counters (BackwardJob) lie in the workspace: all the
+// jobs' rows, then all their counters, which one memset zeroes.
+struct WorkspacePlan {
+  int64_t rows_at[kMaxNormRopeJobs] = {}, counters_at[kMaxNormRopeJobs] = {};  // in floats, in counters
+  int64_t floats = 0, counters = 0;
+
+  WorkspacePlan(const NormRopeBackwardJob* jobs, int count) {
+    for (int i = 0; i < count; ++i) {
+      const int64_t blocks = backward_blocks(jobs[i].shape), groups = dweight_groups(blocks);
+      if (!jobs[i].args.dweight || blocks == 0) continue;
+      rows_at[i] = floats;
+      counters_at[i] = counters;
+      floats += (blocks + groups) * jobs[i].shape.head_dim;
+      counters += groups + 1;
+    }
+  }
+  size_t bytes() const { return floats * sizeof(float) + counters * sizeof(unsigned); }
+};
+
 }  // namespace
 
-int64_t norm_rope_backward_blocks(const RowShape& shape) { return backward_blocks(shape); }
+size_t norm_rope_backward_workspace(const NormRopeBackwardJob* jobs, int count) {
+  return WorkspacePlan(jobs, count).bytes();
+}
 
 cudaError_t norm_rope_forward(DType dtype, const NormRopeForwardJob* jobs, int count, cudaStream_t stream) {
   bool launched[kMaxNormRopeJobs] = {};
@@ -278,16 +217,52 @@ cudaError_t norm_rope_forward(DType dtype, const NormRopeForwardJob* jobs, int c
   return cudaGetLastError();
 }
 
-cudaError_t norm_rope_backward(DType dtype, const RowShape& shape, const NormRopeBackwardArgs& args,
+cudaError_t norm_rope_backward(DType dtype, const NormRopeBackwardJob* jobs, int count, void* workspace,
                                cudaStream_t stream) {
-  const int64_t blocks = backward_blocks(shape);
-  if (blocks == 0) return cudaSuccess;
-  const size_t shared = args.dweight_partial ? kWarps * shape.head_dim * sizeof(float) : 0;
-  with_types(dtype, args.weight_fp32, shape.head_dim / 2, args.weight,
-             {args.x, args.cos, args.sin, args.dy, args.dy_unscaled, args.dx}, [&](auto t, auto w, auto v) {
-               norm_rope_backward_kernel<decltype(t), decltype(w), decltype(v)::value>
-                   <<<blocks, kWarps * 32, shared, stream>>>(shape, args);
-             });
+  const WorkspacePlan plan(jobs, count);
+  float* rows = static_cast<float*>(workspace);
+  unsigned* counters = reinterpret_cast<unsigned*>(rows + plan.floats);
+  // The counters are zeroed before the launch rather than reset by the blocks that finish with
+  // them: the workspace comes from the caching allocator each call (no state is kept between
+  // calls), so it starts undefined either way, and a reset would only serve a workspace kept.
+  if (plan.counters > 0) {
+    const cudaError_t error = cudaMemsetAsync(counters, 0, plan.counters * sizeof(unsigned), stream);
+    if (error != cudaSuccess) return error;
+  }
+  BackwardKind kinds[kMaxNormRopeJobs];
+  for (int i = 0; i < count; ++i) kinds[i] = backward_kind(dtype, jobs[i]);
+  bool launched[kMaxNormRopeJobs] = {};
+  for (int i = 0; i < count; ++i) {
+    if (launched[i]) continue;
+    const int64_t blocks = backward_blocks(jobs[i].shape);
+    if (blocks == 0) {  // no tokens: a zero weight gradient
+      const NormRopeBackwardArgs& a = jobs[i].args;
+      if (a.dweight) cudaMemsetAsync(a.dweight, 0, jobs[i].shape.head_dim * kinds[i].weight_bytes, stream);
+      continue;
+    }
+    // Job i and the later jobs that fit it, in one launch of the instance of its first job with a
+    // weight (`like`; every job of the launch has its V, the weighted ones its W).
+    BackwardKind kind = kinds[i];
+    BackwardLaunch launch{};
+    int jobs_in_launch = 0, like = i;
+    bool weight_grad = false;
+    for (int j = i; j < count; ++j) {
+      if (launched[j] || !kind.fits(kinds[j])) continue;
+      if (!kind.weighted && kinds[j].weighted) {
+        kind = kinds[j];
+        like = j;
+      }
+      const NormRopeBackwardJob& job = jobs[j];
+      launch.job[jobs_in_launch++] = {job.shape, job.args, rows + plan.rows_at[j], counters + plan.counters_at[j]};
+      weight_grad = weight_grad || job.args.dweight;
+      launched[j] = true;
+    }
+    const size_t shared = weight_grad ? kWarps * kind.head_dim * sizeof(float) : 0;
+    with_backward_types(dtype, jobs[like], [&](auto t, auto w, auto v) {
+      norm_rope_backward_kernel<decltype(t), decltype(w), decltype(v)::value>
+          <<<dim3(static_cast<unsigned>(blocks), jobs_in_launch), kWarps * 32, shared, stream>>>(launch);
+    });
+  }
   return cudaGetLastError();
 }
 
