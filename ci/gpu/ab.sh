@@ -112,6 +112,9 @@ if [ -s "$BASE_DIR/tree.tar.gz" ] && step base; then
   # The base's own tree, built apart; rebuilt only when another revision is carried.
   if [ "$(cat "$BASE_TREE/REV" 2> /dev/null)" != "$(cat "$BASE_DIR/REV")" ] || [ ! -x "$BASE_TREE/build/bin/gemma4-bench" ]; then
     rm -rf "$BASE_TREE" && mkdir -p "$BASE_TREE" && tar xzf "$BASE_DIR/tree.tar.gz" -C "$BASE_TREE" && cp "$BASE_DIR/REV" "$BASE_TREE/REV"
+    # The base tree has no .venv and no .whl: its ci/build.sh finds the CuTe headers only through
+    # CUTLASS_INCLUDE_DIR, set here from this checkout's wheel (the build step's, when it ran).
+    gpu_cutlass > "$OUT/cutlass-base.log" 2>&1 || tail -1 "$OUT/cutlass-base.log"
     run build-base 0 "$OUT/build-base.log" env BUILD_TARGETS=gemma4-bench bash -c "cd $BASE_TREE && ci/build.sh" ||
       tail -20 "$OUT/build-base.log"
   fi

@@ -14,7 +14,7 @@ using namespace kernels;
 
 constexpr int kWarps = 4;                     // warps per block (measured a little faster than 8)
 constexpr int kPairsPerLane = 8;              // at most, in each half of a row: one 16-byte bf16 vector
-constexpr int64_t kMaxBackwardBlocks = 1024;  // bounds dweight_partial's rows
+constexpr int64_t kMaxBackwardBlocks = 1024;  // a backward launch's blocks: its workspace's partial-sum rows
 
 // A lane's chunks of V pairs, at most.
 template <int V>
