@@ -23,6 +23,7 @@ SAFETENSORS_VERSION=0.8.0
 NUMPY_VERSION=2.4.6
 PYTEST_VERSION=8.4.2               # the Python package's tests (tools/python/tests)
 SCIKIT_BUILD_CORE_VERSION=0.11.6   # builds the Python package (pyproject.toml)
+GGUF_VERSION=0.19.0                # gguf-py: GGUF files of quantized subjects (golden/generators/gguf_dequantized.py)
 CUTLASS_VERSION=4.2.0.0            # nvidia-cutlass: the CuTe/CUTLASS headers of the Hopper kernels
 BUILD_DIR=${BUILD_DIR:-build}
 say() { echo "[build, ${SECONDS} s] $*"; }
@@ -99,6 +100,11 @@ torch_prefix() {
   if ! .venv/bin/python -c "import pytest, scikit_build_core" 2>/dev/null; then
     say "installing pytest==$PYTEST_VERSION scikit-build-core==$SCIKIT_BUILD_CORE_VERSION from PyPI into .venv" >&2
     .venv/bin/python -m pip install -q "pytest==$PYTEST_VERSION" "scikit-build-core==$SCIKIT_BUILD_CORE_VERSION" >&2
+  fi
+  # gguf: reads and dequantizes the GGUF files quantized implementations load (llama.cpp's gguf-py).
+  if ! .venv/bin/python -c "import gguf, importlib.metadata as m, sys; sys.exit(m.version('gguf') != '$GGUF_VERSION')" 2>/dev/null; then
+    say "installing gguf==$GGUF_VERSION from PyPI into .venv" >&2
+    .venv/bin/python -m pip install -q "gguf==$GGUF_VERSION" >&2
   fi
   .venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)'
 }

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""The weights a quantized GGUF file holds, as the Hugging Face checkpoint they were made from,
+dequantized to fp32: what the reference must run to judge a quantized implementation on the
+weights it actually loads (issue "Quantized Gemma-4"; golden/FORMAT.md, "Quantized subjects").
+
+    python golden/generators/gguf_dequantized.py CHECKPOINT --float MODEL.f32.gguf \
+        --quantized MODEL.Q4_0.gguf --out DIR
+
+writes DIR/model.safetensors (every checkpoint tensor, fp32, replaced by the dequantized values of
+the GGUF tensor made from it), DIR/config.json (and inputs.safetensors where the checkpoint has
+them: a golden/transformers/ case stays a case) and DIR/quantization.json (per tensor: its GGUF
+name and type, and how far quantization moved it: max |w - q| against max |w|, NMSE). Then
+`checkpoint_goldens.py DIR` makes the goldens the quantized implementation is judged against.
+
+Names. A converter (llama.cpp's convert_hf_to_gguf.py) renames tensors, may reshape them, and adds
+some of its own (llama.cpp's rope_freqs); it does not change the values of a tensor it stores in
+F32. So the F32 GGUF of the same checkpoint, converted the same way, is the bridge: each of its
+tensors holds exactly the values of one checkpoint tensor (several where the checkpoint holds equal
+tensors), and the quantized GGUF (llama-quantize of that F32 file, or the converter's own
+--outtype q8_0) holds the same names. Matching by value rather than by a name table keeps this
+independent of the converter's naming, which changes between releases; a converter that changed a
+tensor's values (a norm stored as 1 + w) leaves that checkpoint tensor unmatched, and that is an
+error naming it, never a silent float weight in the reference.
+
+Only numpy, safetensors and gguf (gguf-py, whose quants module dequantizes every GGML type; PyPI
+`gguf`, the same code as llama.cpp's gguf-py).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass
+class GgufTensor:
+    name: str
+    ggml_type: str  # GGMLQuantizationType name: F32, F16, Q8_0, Q4_K, ...
+    values: np.ndarray  # fp32, flattened in the file's row-major order
+
+
+@dataclass
+class TensorRecord:
+    """One checkpoint tensor of the dequantized checkpoint, and what quantization did to it."""
+    checkpoint_name: str
+    gguf_name: str
+    ggml_type: str
+    max_abs_change: float  # max |w - dequantized|
+    max_abs: float  # max |w|
+    nmse: float  # sum (w - dequantized)^2 / sum w^2 (0 for an all-zero w)
+
+
+def read_gguf(path: Path) -> dict[str, GgufTensor]:
+    """Every tensor of a GGUF file, dequantized to fp32."""
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+
+    tensors = {}
+    for t in GGUFReader(str(path)).tensors:
+        values = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(-1)
+        tensors[t.name] = GgufTensor(t.name, t.tensor_type.name, values)
+    return tensors
+
+
+def fingerprint(values: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(values, dtype=np.float32).tobytes()).hexdigest()
+
+
+class MatchError(ValueError):
+    """The two GGUF files and the checkpoint do not describe one conversion; the message names the tensors."""
+
+
+def dequantized_checkpoint(float_gguf: dict[str, GgufTensor], quantized_gguf: dict[str, GgufTensor],
+                           checkpoint: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], list[TensorRecord], list[str]]:
+    """(the checkpoint with every tensor dequantized, a record per tensor, the GGUF tensors that come
+    from no checkpoint tensor: the converter's own)."""
+    by_value: dict[str, list[str]] = {}
+    for name, w in checkpoint.items():
+        by_value.setdefault(fingerprint(np.asarray(w, dtype=np.float32).reshape(-1)), []).append(name)
+    if float_gguf.keys() != quantized_gguf.keys():
+        only = sorted(float_gguf.keys() ^ quantized_gguf.keys())
+        raise MatchError(f"the F32 and quantized GGUF files hold different tensors (not one conversion): {', '.join(only)}")
+    not_float = sorted(n for n, t in float_gguf.items() if t.ggml_type != "F32")
+    if not_float:
+        raise MatchError(f"the bridge file must hold every tensor in F32; these are not: {', '.join(not_float)}")
+
+    state: dict[str, np.ndarray] = {}
+    source: dict[str, str] = {}  # checkpoint name -> the GGUF tensor its values came from
+    records, generated = [], []
+    for gguf_name in sorted(float_gguf):
+        names = by_value.get(fingerprint(float_gguf[gguf_name].values), [])
+        if not names:
+            generated.append(gguf_name)
+            continue
+        quantized = quantized_gguf[gguf_name]
+        for name in names:
+            w = np.asarray(checkpoint[name], dtype=np.float32)
+            q = quantized.values.reshape(w.shape)
+            if name in state and not np.array_equal(state[name], q):
+                # Equal checkpoint tensors stored twice and quantized differently (mixed types):
+                # which one the implementation reads for this name is not knowable from values.
+                raise MatchError(f"checkpoint tensor {name} has equal values in GGUF tensors {source[name]} and "
+                                 f"{gguf_name}, quantized differently ({quantized_gguf[source[name]].ggml_type}, "
+                                 f"{quantized.ggml_type}): the mapping is ambiguous")
+            if name in state:
+                continue
+            state[name], source[name] = q, gguf_name
+            change = w - q
+            norm = float(np.square(w, dtype=np.float64).sum())
+            records.append(TensorRecord(name, gguf_name, quantized.ggml_type, float(np.abs(change).max(initial=0.0)),
+                                        float(np.abs(w).max(initial=0.0)),
+                                        float(np.square(change, dtype=np.float64).sum() / norm) if norm > 0 else 0.0))
+    missing = sorted(set(checkpoint) - set(state))
+    if missing:
+        raise MatchError(f"{len(missing)} checkpoint tensor(s) are in no GGUF tensor with their values (dropped by "
+                         f"the converter, or stored transformed): {', '.join(missing)}")
+    return state, sorted(records, key=lambda r: r.checkpoint_name), generated
+
+
+def load_checkpoint(directory: Path) -> dict[str, np.ndarray]:
+    from safetensors.numpy import load_file
+
+    files = sorted(directory.glob("model*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{directory}: no model*.safetensors (a Hugging Face checkpoint directory)")
+    state = {}
+    for path in files:
+        for name, w in load_file(str(path)).items():
+            state[name] = w.astype(np.float32)
+    return state
+
+
+def write(out: Path, checkpoint_dir: Path, state: dict[str, np.ndarray], records: list[TensorRecord],
+          generated: list[str]) -> None:
+    from safetensors.numpy import save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+    save_file({k: np.ascontiguousarray(v) for k, v in state.items()}, str(out / "model.safetensors"))
+    for name in ("config.json", "generation_config.json", "inputs.safetensors"):
+        if (checkpoint_dir / name).is_file():
+            shutil.copy(checkpoint_dir / name, out / name)
+    types: dict[str, int] = {}
+    for r in records:
+        types[r.ggml_type] = types.get(r.ggml_type, 0) + 1
+    (out / "quantization.json").write_text(json.dumps(
+        {"types": dict(sorted(types.items())), "converter_tensors": generated,
+         "tensors": [asdict(r) for r in records]}, indent=1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("checkpoint", type=Path, help="the Hugging Face checkpoint directory the GGUF files were made from")
+    parser.add_argument("--float", dest="float_gguf", type=Path, required=True, help="its GGUF conversion in F32 (the bridge)")
+    parser.add_argument("--quantized", type=Path, required=True, help="the quantized GGUF the implementation loads")
+    parser.add_argument("--out", type=Path, required=True, help="the dequantized checkpoint's directory")
+    args = parser.parse_args()
+    for path in (args.float_gguf, args.quantized):
+        if not path.is_file():
+            parser.error(f"{path}: no such file")
+    try:
+        state, records, generated = dequantized_checkpoint(read_gguf(args.float_gguf), read_gguf(args.quantized),
+                                                           load_checkpoint(args.checkpoint))
+    except (MatchError, FileNotFoundError) as why:
+        print(f"gguf_dequantized: {why}", file=sys.stderr)
+        return 1
+    write(args.out, args.checkpoint, state, records, generated)
+    print(f"{'checkpoint tensor':60s} {'GGUF tensor':32s} {'type':6s} {'max change / max|w|':>20s} {'NMSE':>9s}")
+    for r in records:
+        print(f"{r.checkpoint_name:60s} {r.gguf_name:32s} {r.ggml_type:6s} "
+              f"{r.max_abs_change / max(r.max_abs, 1e-30):20.3e} {r.nmse:9.2e}")
+    print(f"wrote {args.out}: {len(records)} tensors; the converter's own, not from the checkpoint: "
+          f"{', '.join(generated) or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""golden/generators/gguf_dequantized.py on GGUF files written here by gguf-py, as a converter would:
+tensors renamed and reshaped, 2-D weights in Q8_0 or Q4_0, 1-D ones in F32, one tensor of the
+converter's own. The dequantized checkpoint holds exactly gguf-py's dequantization of what the file
+stores; each way the files can disagree with the checkpoint is refused, naming the tensor.
+
+    .venv/bin/python -m pytest golden/generators/tests/test_gguf_dequantized.py
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf")
+from gguf import GGMLQuantizationType as T  # noqa: E402
+from gguf.quants import dequantize, quantize  # noqa: E402
+
+HERE = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(HERE))
+from gguf_dequantized import MatchError, dequantized_checkpoint, read_gguf  # noqa: E402
+
+SCRIPT = HERE / "gguf_dequantized.py"
+
+
+def checkpoint() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    k = rng.standard_normal((32, 64)).astype(np.float32) * 0.1
+    return {
+        "model.layers.0.self_attn.q_proj.weight": rng.standard_normal((64, 64)).astype(np.float32) * 0.1,
+        "model.layers.0.self_attn.k_proj.weight": k,
+        "model.layers.1.self_attn.k_proj.weight": k.copy(),  # equal tensors: both names take the values
+        "model.norm.weight": rng.uniform(0.5, 1.5, 64).astype(np.float32),
+        "model.embed_tokens.weight": rng.standard_normal((16, 64)).astype(np.float32),
+    }
+
+
+# checkpoint name -> GGUF name, as a converter renames (and flattens one tensor's shape)
+NAMES = {"model.layers.0.self_attn.q_proj.weight": "blk.0.attn_q.weight",
+         "model.layers.0.self_attn.k_proj.weight": "blk.0.attn_k.weight",
+         "model.layers.1.self_attn.k_proj.weight": "blk.1.attn_k.weight",
+         "model.norm.weight": "output_norm.weight",
+         "model.embed_tokens.weight": "token_embd.weight"}
+
+
+def write_gguf(path: Path, tensors: dict[str, np.ndarray], types: dict[str, T]) -> Path:
+    """A GGUF file of these tensors, each in its type (F32 when not named), quantized by gguf-py."""
+    writer = gguf.GGUFWriter(str(path), "gemma4")
+    for name, values in tensors.items():
+        kind = types.get(name, T.F32)
+        if kind == T.F32:
+            writer.add_tensor(name, np.ascontiguousarray(values, dtype=np.float32))
+        else:
+            writer.add_tensor(name, quantize(values, kind), raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def convert(ckpt: dict[str, np.ndarray], transform=lambda name, w: w) -> dict[str, np.ndarray]:
+    """The converter: renamed tensors, plus one of its own that no checkpoint tensor holds."""
+    out = {NAMES[n]: transform(n, w) for n, w in ckpt.items()}
+    out["rope_freqs.weight"] = np.array([1.0] * 4 + [1e30] * 4, dtype=np.float32)
+    return out
+
+
+def quantized_types(kind: T) -> dict[str, T]:
+    return {NAMES[n]: kind for n, w in checkpoint().items() if w.ndim == 2}
+
+
+@pytest.mark.parametrize("kind", [T.Q8_0, T.Q4_0])
+def test_every_tensor_becomes_the_dequantized_values_the_file_stores(tmp_path, kind):
+    ckpt = checkpoint()
+    tensors = convert(ckpt)
+    bridge = read_gguf(write_gguf(tmp_path / "f32.gguf", tensors, {}))
+    quantized = read_gguf(write_gguf(tmp_path / "q.gguf", tensors, quantized_types(kind)))
+    state, records, generated = dequantized_checkpoint(bridge, quantized, ckpt)
+
+    assert generated == ["rope_freqs.weight"]
+    assert set(state) == set(ckpt)
+    for r in records:
+        w = ckpt[r.checkpoint_name]
+        source = next(n for n, g in NAMES.items() if g == r.gguf_name)  # twins may share one GGUF tensor
+        assert np.array_equal(ckpt[source], w)
+        if w.ndim == 2:
+            expected = dequantize(quantize(w, kind), kind).reshape(w.shape)
+            assert r.ggml_type == kind.name
+            assert np.array_equal(state[r.checkpoint_name], expected)  # bit for bit what the file holds
+            assert 0 < r.max_abs_change  # quantized: not the float weight
+            # Q8_0: a block's step is its max|w| / 127, so rounding moves a value by half a step at most.
+            # Q4_0: the step is max|w| / 8 with codes -8..7, so the side opposite the block's extreme
+            # clamps at 7 steps: up to one step off.
+            assert r.max_abs_change <= r.max_abs / (254 if kind == T.Q8_0 else 8) * 1.01
+        else:
+            assert r.ggml_type == "F32" and np.array_equal(state[r.checkpoint_name], w) and r.max_abs_change == 0
+
+
+def test_a_value_the_converter_changed_is_refused_by_name(tmp_path):
+    ckpt = checkpoint()
+    shifted = convert(ckpt, lambda name, w: w + 1 if name == "model.norm.weight" else w)  # a norm stored as 1 + w
+    bridge = read_gguf(write_gguf(tmp_path / "f32.gguf", shifted, {}))
+    quantized = read_gguf(write_gguf(tmp_path / "q.gguf", shifted, quantized_types(T.Q8_0)))
+    with pytest.raises(MatchError, match=r"model\.norm\.weight"):
+        dequantized_checkpoint(bridge, quantized, ckpt)
+
+
+def test_files_of_two_conversions_are_refused_by_name(tmp_path):
+    ckpt = checkpoint()
+    tensors = convert(ckpt)
+    bridge = read_gguf(write_gguf(tmp_path / "f32.gguf", tensors, {}))
+    fewer = {n: w for n, w in tensors.items() if n != "blk.0.attn_q.weight"}
+    quantized = read_gguf(write_gguf(tmp_path / "q.gguf", fewer, quantized_types(T.Q8_0)))
+    with pytest.raises(MatchError, match=r"blk\.0\.attn_q\.weight"):
+        dequantized_checkpoint(bridge, quantized, ckpt)
+    # the quantized file given as the bridge: its values are no checkpoint's
+    quantized_full = read_gguf(write_gguf(tmp_path / "q2.gguf", tensors, quantized_types(T.Q8_0)))
+    with pytest.raises(MatchError, match="F32"):
+        dequantized_checkpoint(quantized_full, quantized_full, ckpt)
+
+
+def test_equal_tensors_quantized_differently_are_ambiguous(tmp_path):
+    ckpt = checkpoint()
+    tensors = convert(ckpt)
+    types = quantized_types(T.Q8_0) | {"blk.1.attn_k.weight": T.Q4_0}  # the twin of blk.0.attn_k, another type
+    bridge = read_gguf(write_gguf(tmp_path / "f32.gguf", tensors, {}))
+    quantized = read_gguf(write_gguf(tmp_path / "q.gguf", tensors, types))
+    with pytest.raises(MatchError, match="ambiguous"):
+        dequantized_checkpoint(bridge, quantized, ckpt)
+
+
+def test_the_command_writes_a_checkpoint_and_refuses_with_a_line(tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    ckpt = checkpoint()
+    case = tmp_path / "case"
+    case.mkdir()
+    save_file(ckpt, str(case / "model.safetensors"))
+    (case / "config.json").write_text("{}")
+    tensors = convert(ckpt)
+    bridge = write_gguf(tmp_path / "f32.gguf", tensors, {})
+    quantized = write_gguf(tmp_path / "q.gguf", tensors, quantized_types(T.Q4_0))
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, str(SCRIPT), str(case), "--float", str(bridge), "--quantized", str(quantized),
+                           "--out", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    written = load_file(str(out / "model.safetensors"))
+    assert set(written) == set(ckpt) and (out / "config.json").is_file()
+    report = json.loads((out / "quantization.json").read_text())
+    assert report["types"] == {"F32": 1, "Q4_0": 4} and report["converter_tensors"] == ["rope_freqs.weight"]
+
+    shifted = convert(ckpt, lambda name, w: w * 2 if name == "model.embed_tokens.weight" else w)
+    done = subprocess.run([sys.executable, str(SCRIPT), str(case), "--float",
+                           str(write_gguf(tmp_path / "f32b.gguf", shifted, {})), "--quantized",
+                           str(write_gguf(tmp_path / "qb.gguf", shifted, quantized_types(T.Q4_0))), "--out",
+                           str(tmp_path / "out2")], capture_output=True, text=True)
+    assert done.returncode == 1 and "model.embed_tokens.weight" in done.stderr.splitlines()[-1]
+    assert not (tmp_path / "out2").exists()
