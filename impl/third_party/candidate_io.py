@@ -172,7 +172,8 @@ def write_candidate(path: Path, tree: dict[str, np.ndarray], generator: str, dty
             f.create_dataset(name, data=np.asarray(value, dtype=np.float32))
 
 
-def arguments(description: str) -> argparse.Namespace:
+def arguments(description: str, extra=None) -> argparse.Namespace:
+    """The adapters' common options; `extra(parser)` adds an adapter's own."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("case_dir", type=Path, help="a golden/transformers/<case> directory")
     p.add_argument("--dtype", choices=DTYPE_NAMES, default="f32", help="the golden's dtype")
@@ -181,6 +182,8 @@ def arguments(description: str) -> argparse.Namespace:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the implementation runs")
     p.add_argument("--config", type=ConfigStyle, choices=list(ConfigStyle), default=ConfigStyle.AS_SAVED,
                    metavar="{as-saved,as-released}", help="the config.json the loader reads (ConfigStyle)")
+    if extra is not None:
+        extra(p)
     args = p.parse_args()
     args.work = Path(tempfile.mkdtemp(prefix="candidate-"))  # a rewritten checkpoint's copy
     atexit.register(shutil.rmtree, args.work, True)

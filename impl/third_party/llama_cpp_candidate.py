@@ -12,6 +12,12 @@ them and the labels. llama.cpp has no backward, so only --forward-only runs.
     PYTHONPATH=.cache/pinned/llama-cpp:impl/third_party python impl/third_party/llama_cpp_candidate.py \
         golden/transformers/e2b_like --dtype bf16 --out /tmp/c.h5 --forward-only
 
+`--quantize Q8_0|Q4_0|Q4_K_M` runs a quantized model as its users make one: the converter's F32 file,
+then llama.cpp's own quantizer (llama_model_quantize, what the llama-quantize tool calls) to that
+type; `--keep DIR` keeps both files, the F32 one being the bridge golden/generators/gguf_dequantized.py
+needs to dequantize the quantized one into the checkpoint its golden is made from. The KV cache
+stays in the golden's dtype (--dtype), the weights are the type's.
+
 Environment (see the setup commands): llama-cpp-python 0.3.36 built from its sdist and the sdist's
 converter tree (convert_hf_to_gguf.py, conversion/, gguf-py/) in .cache/pinned/llama-cpp/
 llama_cpp_convert/, or wherever LLAMA_CPP_CONVERT points. The converter runs in a subprocess with
@@ -35,6 +41,8 @@ import numpy as np
 from candidate_io import NotSupported, arguments, checkpoint_dir, mean_token_loss, read_case, run, write_candidate
 
 OUTTYPES = {"f32": "f32", "bf16": "bf16", "f16": "f16"}  # converter --outtype per golden dtype
+# llama.cpp's quantization types (enum llama_ftype in llama.h): what llama-quantize's names mean.
+QUANT_FTYPES = {"Q8_0": 7, "Q4_0": 2, "Q4_K_M": 15}
 THREADS = 2
 
 
@@ -95,6 +103,20 @@ def convert(case_dir: Path, work: Path, dtype: str) -> Path:
     return out
 
 
+def quantize(source: Path, quant: str) -> Path:
+    """The GGUF file quantized to `quant` by llama.cpp's own quantizer, beside `source`."""
+    import llama_cpp
+
+    out = source.with_name(f"model.{quant}.gguf")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = QUANT_FTYPES[quant]
+    params.nthread = THREADS
+    status = llama_cpp.llama_model_quantize(str(source).encode(), str(out).encode(), params)
+    if status != 0 or not out.is_file():
+        raise RuntimeError(f"llama_model_quantize to {quant} failed (status {status})")
+    return out
+
+
 def last_error(stderr: str, status: int) -> str:
     """The converter's own one-line reason: its traceback's last line, and for a bare exception
     (a failed assert has no message) the source line that raised it."""
@@ -150,7 +172,13 @@ def logits_per_row(gguf_path: Path, ids: np.ndarray, mask: np.ndarray, dtype: st
 
 
 def main() -> int:
-    args = arguments(__doc__.split("\n\n")[0])
+    def options(parser):
+        parser.add_argument("--quantize", choices=sorted(QUANT_FTYPES), help="run the model quantized to this type")
+        parser.add_argument("--keep", type=Path, help="with --quantize: keep the F32 and quantized GGUF files here")
+
+    args = arguments(__doc__.split("\n\n")[0], options)
+    if args.keep and not args.quantize:
+        raise SystemExit("llama_cpp_candidate.py: --keep needs --quantize (it keeps the quantized model's files)")
     case = read_case(args.case_dir)
     if not args.forward_only:
         raise NotSupported("llama.cpp has no backward (run with --forward-only)")
@@ -162,7 +190,16 @@ def main() -> int:
     # causal. That is a different model, computed silently: the golden says so.
     ids, mask = case.inputs["input_ids"], case.padding()
     with tempfile.TemporaryDirectory(prefix="llama_cpp_candidate.") as work:
-        gguf_path = convert(checkpoint_dir(case, args.config, args.work), Path(work), args.dtype)
+        checkpoint = checkpoint_dir(case, args.config, args.work)
+        if args.quantize:
+            bridge = convert(checkpoint, Path(work), "f32")
+            gguf_path = quantize(bridge, args.quantize)
+            if args.keep:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                for path in (bridge, gguf_path):
+                    shutil.copy(path, args.keep / path.name)
+        else:
+            gguf_path = convert(checkpoint, Path(work), args.dtype)
         logits = logits_per_row(gguf_path, ids, mask, args.dtype, case.config["vocab_size"])
     if not np.isfinite(logits).all():
         raise RuntimeError("llama.cpp returned non-finite logits")
@@ -171,7 +208,8 @@ def main() -> int:
         tree["outputs/loss"] = np.float32(mean_token_loss(logits, case.inputs["labels"]))
     import llama_cpp
 
-    write_candidate(args.out, tree, f"llama-cpp-python {llama_cpp.__version__} (llama.cpp gemma4)", args.dtype)
+    weights = f", weights {args.quantize}" if args.quantize else ""
+    write_candidate(args.out, tree, f"llama-cpp-python {llama_cpp.__version__} (llama.cpp gemma4{weights})", args.dtype)
     print(f"wrote {args.out}: logits {logits.shape} ({args.dtype})")
     return 0
 
