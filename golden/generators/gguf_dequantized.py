@@ -9,7 +9,10 @@ weights it actually loads (issue "Quantized Gemma-4"; golden/FORMAT.md, "Quantiz
 writes DIR/model.safetensors (every checkpoint tensor, fp32, replaced by the dequantized values of
 the GGUF tensor made from it), DIR/config.json (and inputs.safetensors where the checkpoint has
 them: a golden/transformers/ case stays a case) and DIR/quantization.json (per tensor: its GGUF
-name and type, and how far quantization moved it: max |w - q| against max |w|, NMSE). Then
+name and type, how far quantization moved it (max |w - q| against max |w|, NMSE) and that against
+the most a correct quantizer to its type can move it (`type_bound`; exit 1 naming the tensors that
+moved further: a tensor zeroed, scaled or foreign to the checkpoint; one left unquantized passes).
+Then
 `checkpoint_goldens.py DIR` makes the goldens the quantized implementation is judged against.
 
 Names. A converter (llama.cpp's convert_hf_to_gguf.py) renames tensors, may reshape them, and adds
@@ -54,6 +57,55 @@ class TensorRecord:
     max_abs_change: float  # max |w - dequantized|
     max_abs: float  # max |w|
     nmse: float  # sum (w - dequantized)^2 / sum w^2 (0 for an all-zero w)
+    bound_ratio: float | None  # the largest |w - q| over its bound (type_bound); None: no bound for the type
+
+
+# The most a correct quantizer moves an element, per block of 32 consecutive elements of a row
+# (ggml's QK8_0 = QK4_0 = 32), from the block's largest magnitude a (llama.cpp's reference
+# quantizers, ggml-quants.c; gguf-py's are the same arithmetic):
+#   Q8_0: d = a / 127 stored in f16, q = round(x / d): half a step, plus |q| <= 127 times d's f16
+#         rounding r(d): d / 2 + 127 r(d).
+#   Q4_0: d = -m / 8 for the signed extreme m, codes -8..7: the side opposite m clamps at 7 steps,
+#         one step off, plus 8 times d's f16 rounding: a / 8 + 8 r(a / 8).
+#   F16: the element's own rounding r(x); BF16 half its 2^-7 spacing; F32: exact.
+# r(v) = max(2^-11 |v|, 2^-25): f16 rounds to nearest with 11 significant bits, and below 2^-14
+# (subnormal) to multiples of 2^-24, so a tiny value's rounding is not relative.
+# Other types (the K-quants' super-blocks with quantized scales and minimums) have no bound here.
+F16_ROUNDING = 2.0 ** -11
+BLOCK = 32
+
+
+def type_bound(w: np.ndarray, ggml_type: str) -> np.ndarray | None:
+    """Per element, the most quantization to `ggml_type` may move it; None where the type has no bound here."""
+    flat = np.abs(w.astype(np.float64).reshape(-1))
+    if ggml_type == "F32":
+        return np.zeros_like(flat)
+    if ggml_type == "F16":
+        return f16_rounding(flat)
+    if ggml_type == "BF16":
+        return flat * 2.0 ** -8
+    if ggml_type not in ("Q8_0", "Q4_0") or flat.size % BLOCK:
+        return None
+    amax = np.repeat(flat.reshape(-1, BLOCK).max(axis=1), BLOCK)
+    if ggml_type == "Q8_0":
+        return amax / 127 / 2 + 127 * f16_rounding(amax / 127)
+    return amax / 8 + 8 * f16_rounding(amax / 8)
+
+
+def f16_rounding(v: np.ndarray) -> np.ndarray:
+    """The most rounding v to f16 moves it (r above)."""
+    return np.maximum(v * F16_ROUNDING, 2.0 ** -25)
+
+
+def bound_ratio(w: np.ndarray, q: np.ndarray, ggml_type: str) -> float | None:
+    """max |w - q| / bound over the tensor (0/0 counts as 0): above 1, the file does not hold a
+    quantization of w to its type (a zeroed or foreign tensor, scales applied twice)."""
+    bound = type_bound(w, ggml_type)
+    if bound is None:
+        return None
+    change = np.abs(w.astype(np.float64).reshape(-1) - q.astype(np.float64).reshape(-1))
+    over = np.where(bound > 0, change / np.where(bound > 0, bound, 1.0), np.where(change > 0, np.inf, 0.0))
+    return float(over.max(initial=0.0))
 
 
 def read_gguf(path: Path) -> dict[str, GgufTensor]:
@@ -115,7 +167,8 @@ def dequantized_checkpoint(float_gguf: dict[str, GgufTensor], quantized_gguf: di
             norm = float(np.square(w, dtype=np.float64).sum())
             records.append(TensorRecord(name, gguf_name, quantized.ggml_type, float(np.abs(change).max(initial=0.0)),
                                         float(np.abs(w).max(initial=0.0)),
-                                        float(np.square(change, dtype=np.float64).sum() / norm) if norm > 0 else 0.0))
+                                        float(np.square(change, dtype=np.float64).sum() / norm) if norm > 0 else 0.0,
+                                        bound_ratio(w, q, quantized.ggml_type)))
     missing = sorted(set(checkpoint) - set(state))
     if missing:
         raise MatchError(f"{len(missing)} checkpoint tensor(s) are in no GGUF tensor with their values (dropped by "
@@ -171,12 +224,22 @@ def main() -> int:
         print(f"gguf_dequantized: {why}", file=sys.stderr)
         return 1
     write(args.out, args.checkpoint, state, records, generated)
-    print(f"{'checkpoint tensor':60s} {'GGUF tensor':32s} {'type':6s} {'max change / max|w|':>20s} {'NMSE':>9s}")
+    print(f"{'checkpoint tensor':60s} {'GGUF tensor':32s} {'type':6s} {'max change / max|w|':>20s} {'NMSE':>9s} "
+          f"{'change / bound':>14s}")
     for r in records:
+        ratio = "no bound" if r.bound_ratio is None else f"{r.bound_ratio:.3f}"
         print(f"{r.checkpoint_name:60s} {r.gguf_name:32s} {r.ggml_type:6s} "
-              f"{r.max_abs_change / max(r.max_abs, 1e-30):20.3e} {r.nmse:9.2e}")
+              f"{r.max_abs_change / max(r.max_abs, 1e-30):20.3e} {r.nmse:9.2e} {ratio:>14s}")
     print(f"wrote {args.out}: {len(records)} tensors; the converter's own, not from the checkpoint: "
           f"{', '.join(generated) or 'none'}")
+    # The dequantized checkpoint is written either way (it is what the implementation loads); a
+    # tensor quantization cannot explain (zeroed, foreign, scaled) fails the file itself.
+    over = [r for r in records if r.bound_ratio is not None and r.bound_ratio > 1]
+    if over:
+        print(f"gguf_dequantized: {len(over)} tensor(s) moved further than quantization to their type can: " +
+              ", ".join(f"{r.checkpoint_name} ({r.ggml_type}, {r.bound_ratio:.3g}x its bound)" for r in over),
+              file=sys.stderr)
+        return 1
     return 0
 
 

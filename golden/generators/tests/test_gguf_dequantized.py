@@ -1,7 +1,8 @@
 """golden/generators/gguf_dequantized.py on GGUF files written here by gguf-py, as a converter would:
 tensors renamed and reshaped, 2-D weights in Q8_0 or Q4_0, 1-D ones in F32, one tensor of the
 converter's own. The dequantized checkpoint holds exactly gguf-py's dequantization of what the file
-stores; each way the files can disagree with the checkpoint is refused, naming the tensor.
+stores; each way the files can disagree with the checkpoint is refused, naming the tensor; and a
+tensor that moved further than quantization to its type can (zeroed, scales off) fails by name.
 
     .venv/bin/python -m pytest golden/generators/tests/test_gguf_dequantized.py
 """
@@ -21,7 +22,7 @@ from gguf.quants import dequantize, quantize  # noqa: E402
 
 HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE))
-from gguf_dequantized import MatchError, dequantized_checkpoint, read_gguf  # noqa: E402
+from gguf_dequantized import MatchError, bound_ratio, dequantized_checkpoint, read_gguf  # noqa: E402
 
 SCRIPT = HERE / "gguf_dequantized.py"
 
@@ -96,8 +97,10 @@ def test_every_tensor_becomes_the_dequantized_values_the_file_stores(tmp_path, k
             # Q4_0: the step is max|w| / 8 with codes -8..7, so the side opposite the block's extreme
             # clamps at 7 steps: up to one step off.
             assert r.max_abs_change <= r.max_abs / (254 if kind == T.Q8_0 else 8) * 1.01
+            assert 0 < r.bound_ratio <= 1  # within the type's own bound, block by block
         else:
             assert r.ggml_type == "F32" and np.array_equal(state[r.checkpoint_name], w) and r.max_abs_change == 0
+            assert r.bound_ratio == 0
 
 
 def test_a_value_the_converter_changed_is_refused_by_name(tmp_path):
@@ -160,3 +163,45 @@ def test_the_command_writes_a_checkpoint_and_refuses_with_a_line(tmp_path):
                            str(tmp_path / "out2")], capture_output=True, text=True)
     assert done.returncode == 1 and "model.embed_tokens.weight" in done.stderr.splitlines()[-1]
     assert not (tmp_path / "out2").exists()
+
+
+@pytest.mark.parametrize("kind", [T.Q8_0, T.Q4_0])
+def test_a_zeroed_tensor_exceeds_its_types_bound(kind):
+    w = checkpoint()["model.layers.0.self_attn.q_proj.weight"]
+    q = dequantize(quantize(w, kind), kind)
+    assert bound_ratio(w, q, kind.name) <= 1
+    assert bound_ratio(w, np.zeros_like(w), kind.name) > 1  # experts dropped at export: zeros in the file
+
+
+def test_wrong_scales_exceed_the_bound_down_to_the_types_resolution():
+    """Every block's scale off by a factor (scales applied twice, a wrong dtype for d): Q8_0's bound
+    sees 2%, Q4_0's (a step is an eighth of the block's range) 10% but not 2%."""
+    w = checkpoint()["model.layers.0.self_attn.q_proj.weight"]
+    for kind, factor, caught in ((T.Q8_0, 1.02, True), (T.Q4_0, 1.1, True), (T.Q4_0, 1.02, False)):
+        q = dequantize(quantize(w, kind), kind) * factor
+        assert (bound_ratio(w, q, kind.name) > 1) is caught, (kind.name, factor)
+
+
+def test_f16_rounding_of_tiny_values_is_within_bound():
+    w = np.array([1e-7, -3e-6, 2e-5, 0.5, 0.0], dtype=np.float32)  # f16 subnormals round absolutely
+    assert bound_ratio(w, w.astype(np.float16).astype(np.float32), "F16") <= 1
+    assert bound_ratio(w, w * 1.01, "F16") > 1
+    assert bound_ratio(w, w, "Q4_K") is None  # no bound for the K-quants here: reported, not judged
+
+
+def test_the_command_fails_naming_a_tensor_quantization_cannot_explain(tmp_path):
+    from safetensors.numpy import save_file
+
+    ckpt = checkpoint()
+    case = tmp_path / "case"
+    case.mkdir()
+    save_file(ckpt, str(case / "model.safetensors"))
+    tensors = convert(ckpt)
+    zeroed = dict(tensors, **{"blk.0.attn_q.weight": np.zeros_like(tensors["blk.0.attn_q.weight"])})
+    done = subprocess.run([sys.executable, str(SCRIPT), str(case), "--float",
+                           str(write_gguf(tmp_path / "f32.gguf", tensors, {})), "--quantized",
+                           str(write_gguf(tmp_path / "q.gguf", zeroed, quantized_types(T.Q8_0))), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "model.layers.0.self_attn.q_proj.weight (Q8_0" in done.stderr.splitlines()[-1]
+    assert (tmp_path / "out" / "model.safetensors").is_file()  # what the implementation loads, written anyway
