@@ -275,6 +275,11 @@ nlohmann::json to_json(const Run& run) {
               {"finding", run.declared->finding}});
   }
   j["results"] = results;
+  if (!run.measurements.empty()) {
+    nlohmann::json m = nlohmann::json::array();
+    for (const Measurement& x : run.measurements) m.push_back({{"name", x.name}, {"value", x.value}, {"detail", x.detail}});
+    j["measurements"] = m;
+  }
   return j;
 }
 
@@ -312,6 +317,12 @@ Run run_from_json(const nlohmann::json& j) {
   const nlohmann::json& results = field<nlohmann::json>(j, "results", what);
   if (!results.is_array()) throw Error("a run's field 'results' is not a list");
   for (const nlohmann::json& row : results) run.results.push_back(result_from_json(row));
+  if (j.contains("measurements")) {
+    for (const nlohmann::json& m : j.at("measurements")) {
+      run.measurements.push_back({field<std::string>(m, "name", "a measurement"), field<double>(m, "value", "a measurement"),
+                                  optional_text(m, "detail")});
+    }
+  }
   return run;
 }
 

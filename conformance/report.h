@@ -70,6 +70,14 @@ struct Declaration {
   std::string finding;             // one line: "pass (81 checks)", "fails in golden (12 results)", "PASSES in decode"
 };
 
+// A figure reported beside a run's verdict and never judged: a quantized subject's envelope
+// against the float model (golden/FORMAT.md, "Quantized subjects"), "envelope/beyond_window/kld_mean".
+struct Measurement {
+  std::string name;
+  double value = 0;
+  std::string detail;  // what it is measured against, and over how many positions
+};
+
 struct Run {
   std::string subject;  // the backend, model or file judged
   std::string device;   // "cpu", "cuda", ... ("" where it does not apply)
@@ -78,6 +86,7 @@ struct Run {
   std::string isa;      // the CPU ISA level the run was held to ("native", "AVX2"); "" where it does not apply
   std::optional<Declaration> declared;  // set when the run was judged against its backend's declaration
   std::vector<Result> results;
+  std::vector<Measurement> measurements;  // reported, not judged
   std::string error;    // set when the run did not complete (crash, timeout, no report): why
   double seconds = 0;
   // Derived from the rows: a test fails when any of its rows fails; a run that did not complete fails.
@@ -115,7 +124,7 @@ nlohmann::json to_json(const Result& row);
 Result result_from_json(const nlohmann::json& j);  // throws gemma4::Error naming the missing or bad field
 // A run: {"subject", "device", "dtype", "kind"?, "isa"?, "tests", "failed_tests", "passed", "seconds",
 // "error"?, and when judged against its declaration "expected", "fails_in", "declared", "as_expected",
-// "finding"; then "results"}.
+// "finding"; then "results", and "measurements" [{"name", "value", "detail"}] when there are any}.
 nlohmann::json to_json(const Run& run);
 Run run_from_json(const nlohmann::json& j);
 // A report: {"tool", "passed", "runs"}.

@@ -22,6 +22,13 @@ inline std::string sci(double v) {
   return s.str();
 }
 
+// A number with `digits` digits after the point: 0.9961.
+inline std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
 // The text with &, <, > and " replaced by their entities: safe inside elements and quoted attributes.
 inline std::string xml_escape(const std::string& s) {
   std::string out;

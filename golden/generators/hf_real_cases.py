@@ -243,8 +243,10 @@ def generate(geometry: str, dtype_name: str, out: Path, device: str, seed: int, 
 
 
 def write_case(label: str, config: dict[str, Any], weights: Weights, dtype_name: str, out: Path, device: str,
-               seed: int) -> Path:
-    """<out>/<label>.<dtype>.h5: the case of `config` on its weights, computed by transformers."""
+               seed: int, exact_truth: bool = False, extra_attrs: dict[str, Any] | None = None) -> Path:
+    """<out>/<label>.<dtype>.h5: the case of `config` on its weights, computed by transformers.
+    `exact_truth`: truth/ on the weights as given rather than rounded to the dtype (a quantized
+    case's dequantized weights, which its subject uses unrounded; FORMAT.md, "Quantized subjects")."""
     set_deterministic(seed)
     inputs = make_inputs(config, seed, planted=weights.mode != "generated")
     on_device = {k: v.to(device) for k, v in inputs.items()}
@@ -253,11 +255,12 @@ def write_case(label: str, config: dict[str, Any], weights: Weights, dtype_name:
     datasets.update({f"expected/{k}": v for k, v in expected.items()})
     datasets.update({f"judged/{k}": m for k, m in judged_rule()(inputs, expected, PAD_ID).items()})
     if dtype_name != "f32":
-        truth = run(build_model(config, dtype_name, seed, True, device, weights), on_device)
+        truth_weights = "f32" if exact_truth else dtype_name  # f32: no rounding of the given values
+        truth = run(build_model(config, truth_weights, seed, True, device, weights), on_device)
         datasets.update({f"truth/{k}": v for k, v in truth.items()})
     path = out / f"{label}.{dtype_name}.h5"
     out.mkdir(parents=True, exist_ok=True)
-    write_golden(path, attrs(label, config, dtype_name, device, seed, weights), datasets)
+    write_golden(path, {**attrs(label, config, dtype_name, device, seed, weights), **(extra_attrs or {})}, datasets)
     return path
 
 

@@ -4,8 +4,8 @@
 Judges llama.cpp's Gemma-4 forward pass (src/models/gemma4.cpp) the way its users run a Hugging
 Face checkpoint: the case's config.json and model*.safetensors go through llama.cpp's own converter
 (convert_hf_to_gguf.py, --outtype = the golden's dtype) into a GGUF file, which llama_cpp.Llama
-loads and evaluates on the CPU. Each batch row's real tokens (attention_mask == 1, in order) are one
-sequence from position 0, in a fresh context; the logits of every position are the candidate's
+loads and evaluates on the CPU. Each sequence of a batch row (its real tokens, attention_mask == 1,
+split where inputs' position_ids restart: a packed row) is evaluated from position 0 in a fresh context; the logits of every position are the candidate's
 outputs/logits (padding positions 0: the golden does not judge them), and outputs/loss follows from
 them and the labels. llama.cpp has no backward, so only --forward-only runs.
 
@@ -16,7 +16,9 @@ them and the labels. llama.cpp has no backward, so only --forward-only runs.
 then llama.cpp's own quantizer (llama_model_quantize, what the llama-quantize tool calls) to that
 type; `--keep DIR` keeps both files, the F32 one being the bridge golden/generators/gguf_dequantized.py
 needs to dequantize the quantized one into the checkpoint its golden is made from. The KV cache
-stays in the golden's dtype (--dtype), the weights are the type's.
+stays in the golden's dtype (--dtype), the weights are the type's. `--gguf FILE` runs a given file as
+it is, with llama.cpp's default f16 KV cache, as its users run one: a quantized case's
+(golden/generators/quantized_cases.py), whose golden is made on that file's dequantized weights.
 
 Environment (see the setup commands): llama-cpp-python 0.3.36 built from its sdist and the sdist's
 converter tree (convert_hf_to_gguf.py, conversion/, gguf-py/) in .cache/pinned/llama-cpp/
@@ -134,8 +136,20 @@ def last_error(stderr: str, status: int) -> str:
 KV_CACHE_TYPES = {"f32": 0, "f16": 1, "bf16": 30}
 
 
-def logits_per_row(gguf_path: Path, ids: np.ndarray, mask: np.ndarray, dtype: str, vocab: int) -> np.ndarray:
-    """[B, S, V] float32: each row's real tokens evaluated alone from position 0, padding left 0.
+def sequences(mask: np.ndarray, positions: np.ndarray | None) -> list[np.ndarray]:
+    """The token indices of each sequence of a row: its real tokens (mask 1), split where the
+    position ids restart (a packed row: golden/FORMAT.md, "Real-size goldens")."""
+    index = np.flatnonzero(mask == 1)
+    if positions is None or len(index) == 0:
+        return [index] if len(index) else []
+    starts = [0] + [i for i in range(1, len(index)) if positions[index[i]] != positions[index[i - 1]] + 1]
+    return [index[a:b] for a, b in zip(starts, starts[1:] + [len(index)])]
+
+
+def logits_per_row(gguf_path: Path, ids: np.ndarray, mask: np.ndarray, dtype: str | None, vocab: int,
+                   positions: np.ndarray | None = None) -> np.ndarray:
+    """[B, S, V] float32: each sequence of each row (sequences()) evaluated alone from position 0,
+    padding left 0. `dtype` None: llama.cpp's default KV cache (f16), what a quantized model's users run.
 
     transformers numbers a left-padded row's positions from the padding on; RoPE only sees position
     differences and the sliding window only distances, so starting the real tokens at 0 is the same model."""
@@ -152,7 +166,8 @@ def logits_per_row(gguf_path: Path, ids: np.ndarray, mask: np.ndarray, dtype: st
             # attention path, no sliding-window cache eviction within a row.
             llm = llama_cpp.Llama(str(gguf_path), n_ctx=seq, n_batch=seq, n_ubatch=seq, n_threads=THREADS,
                                   n_threads_batch=THREADS, logits_all=True, flash_attn=False, swa_full=True,
-                                  type_k=KV_CACHE_TYPES[dtype], type_v=KV_CACHE_TYPES[dtype], verbose=True)
+                                  type_k=KV_CACHE_TYPES[dtype or "f16"], type_v=KV_CACHE_TYPES[dtype or "f16"],
+                                  verbose=True)
     except ValueError as why:  # the loader refused the converter's own GGUF: a failure, quoted
         errors = [line for line in log.getvalue().splitlines() if "error" in line.lower()]
         raise RuntimeError(f"llama.cpp could not load the converted model: {errors[-1] if errors else why}")
@@ -162,11 +177,10 @@ def logits_per_row(gguf_path: Path, ids: np.ndarray, mask: np.ndarray, dtype: st
         raise RuntimeError(f"GGUF vocabulary {llm.n_vocab()} != config vocab_size {vocab}")
     logits = np.zeros((*ids.shape, vocab), dtype=np.float32)
     for b in range(ids.shape[0]):
-        keep = mask[b] == 1
-        tokens = [int(t) for t in ids[b][keep]]
-        llm.reset()  # n_tokens = 0: eval() then drops every cached position of the previous row
-        llm.eval(tokens)
-        logits[b, keep] = llm.scores[: len(tokens)]
+        for index in sequences(mask[b], None if positions is None else positions[b]):
+            llm.reset()  # n_tokens = 0: eval() then drops every cached position of the previous sequence
+            llm.eval([int(t) for t in ids[b][index]])
+            logits[b, index] = llm.scores[: len(index)]
     llm.close()
     return logits
 
@@ -175,10 +189,15 @@ def main() -> int:
     def options(parser):
         parser.add_argument("--quantize", choices=sorted(QUANT_FTYPES), help="run the model quantized to this type")
         parser.add_argument("--keep", type=Path, help="with --quantize: keep the F32 and quantized GGUF files here")
+        parser.add_argument("--gguf", type=Path, help="run this GGUF file as it is (a quantized case's, "
+                            "golden/generators/quantized_cases.py), with llama.cpp's default f16 KV cache")
 
     args = arguments(__doc__.split("\n\n")[0], options)
     if args.keep and not args.quantize:
         raise SystemExit("llama_cpp_candidate.py: --keep needs --quantize (it keeps the quantized model's files)")
+    if args.gguf and (args.quantize or not args.gguf.is_file()):
+        raise SystemExit(f"llama_cpp_candidate.py: --gguf {args.gguf}: " +
+                         ("not with --quantize" if args.quantize else "no such file"))
     case = read_case(args.case_dir)
     if not args.forward_only:
         raise NotSupported("llama.cpp has no backward (run with --forward-only)")
@@ -191,7 +210,9 @@ def main() -> int:
     ids, mask = case.inputs["input_ids"], case.padding()
     with tempfile.TemporaryDirectory(prefix="llama_cpp_candidate.") as work:
         checkpoint = checkpoint_dir(case, args.config, args.work)
-        if args.quantize:
+        if args.gguf:
+            gguf_path = args.gguf
+        elif args.quantize:
             bridge = convert(checkpoint, Path(work), "f32")
             gguf_path = quantize(bridge, args.quantize)
             if args.keep:
@@ -200,7 +221,8 @@ def main() -> int:
                     shutil.copy(path, args.keep / path.name)
         else:
             gguf_path = convert(checkpoint, Path(work), args.dtype)
-        logits = logits_per_row(gguf_path, ids, mask, args.dtype, case.config["vocab_size"])
+        logits = logits_per_row(gguf_path, ids, mask, None if args.gguf else args.dtype, case.config["vocab_size"],
+                                case.inputs.get("position_ids"))
     if not np.isfinite(logits).all():
         raise RuntimeError("llama.cpp returned non-finite logits")
     tree = {"outputs/logits": logits}
@@ -208,7 +230,7 @@ def main() -> int:
         tree["outputs/loss"] = np.float32(mean_token_loss(logits, case.inputs["labels"]))
     import llama_cpp
 
-    weights = f", weights {args.quantize}" if args.quantize else ""
+    weights = f", weights {args.quantize}" if args.quantize else (f", {args.gguf.name}" if args.gguf else "")
     write_candidate(args.out, tree, f"llama-cpp-python {llama_cpp.__version__} (llama.cpp gemma4{weights})", args.dtype)
     print(f"wrote {args.out}: logits {logits.shape} ({args.dtype})")
     return 0

@@ -15,6 +15,8 @@ namespace gemma4::cli {
 int golden_check_command(const std::vector<std::string>& argv) {
   const std::vector<Option> options = {
       {"forward-only", "", "the candidate holds outputs only: grads/ rows are reported 'not checked'"},
+      {"envelope", "FLOAT.h5", "a quantized golden's float model (golden/FORMAT.md, \"Quantized subjects\"): also report\n"
+                               "KLD, top-1 agreement and dp against its logits, by position (never judged)"},
       {"quiet", "", "print only the rows that failed, and the summary"},
       {"report", "FILE.json", "write every row (status, both errors, bounds) as JSON (conformance/report.h)"},
       {"junit", "FILE.xml", "write a JUnit XML report, one test case per row"},
@@ -48,14 +50,17 @@ int golden_check_command(const std::vector<std::string>& argv) {
     print_verify_table(report);
   }
   // The report's run: the candidate judged against the golden, in the golden's dtype.
-  const conformance::Report out{"golden check", {golden_run(candidate_path + " against " + golden_path, g.dtype, report)}};
+  const conformance::Report out{"golden check", {check_run(candidate_path + " against " + golden_path, g, report, candidate,
+                                                          args.has("envelope") ? args.get("envelope") : "", &std::cout)}};
   if (args.has("report")) conformance::write_json(args.get("report"), conformance::to_json(out));
   if (args.has("junit")) conformance::write_junit(args.get("junit"), out);
-  const int n = int(report.checks.size()), failed = report.failures(), skipped = report.not_checked();
-  std::cout << (report.pass() ? "PASS " : "FAIL ") << candidate_path << " against " << golden_path << " (case " << g.name
-            << ", " << g.dtype << "): " << n - failed - skipped << " pass, " << failed << " fail, " << skipped
-            << " not checked\n";
-  return report.pass() ? 0 : 1;
+  int passed = 0, failed = 0, skipped = 0;
+  for (const conformance::Result& row : out.runs[0].results) {
+    (row.status == conformance::Status::kPass ? passed : row.status == conformance::Status::kFail ? failed : skipped)++;
+  }
+  std::cout << (failed == 0 ? "PASS " : "FAIL ") << candidate_path << " against " << golden_path << " (case " << g.name
+            << ", " << g.dtype << "): " << passed << " pass, " << failed << " fail, " << skipped << " not checked\n";
+  return failed == 0 ? 0 : 1;
 }
 
 }  // namespace gemma4::cli

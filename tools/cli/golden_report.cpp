@@ -3,12 +3,91 @@
 #include <iostream>
 
 #include "conformance/check.h"
+#include "golden/candidate.h"
+#include "golden/quantized_subject.h"
+#include "reference/error.h"
 #include "reference/text.h"
 
 namespace gemma4::cli {
 
 using text::pad;
 using text::sci;
+
+namespace {
+
+// --envelope: a quantized subject's figures against the float model, and the same figures of the
+// golden's truth (the reference on the dequantized weights): what quantization alone costs.
+void add_envelope(const golden::GoldenCase& g, const golden::TensorMap& candidate, const std::string& float_path,
+                  conformance::Run& run, std::ostream* table) {
+  const golden::GoldenCase float_model = golden::read_untrusted_golden(float_path);
+  const auto float_logits = float_model.expected.find("outputs/logits");
+  if (float_logits == float_model.expected.end()) throw Error(float_path + ": no expected/outputs/logits");
+  const auto logits = candidate.find("outputs/logits");
+  if (logits == candidate.end()) return;  // the verdict already fails it
+  struct Subject {
+    const char* prefix;
+    torch::Tensor logits;
+  };
+  std::vector<Subject> subjects{{"envelope", logits->second}};
+  if (auto t = g.truth.find("outputs/logits"); t != g.truth.end()) subjects.push_back({"quantization", t->second});
+  const auto ids = g.inputs.find("input_ids"), float_ids = float_model.inputs.find("input_ids");
+  if (ids == g.inputs.end() || float_ids == float_model.inputs.end() || !ids->second.equal(float_ids->second)) {
+    throw Error(float_path + ": not the float model of " + g.name + " (its inputs/input_ids differ)");
+  }
+  if (float_model.config != g.config) {
+    throw Error(float_path + ": not the float model of " + g.name + " (its config differs: another geometry)");
+  }
+  if (table) *table << "  envelope against the float model (" << float_path << "), reported, not judged:\n  "
+            << text::pad("subject", 14) << text::pad("positions", 16) << text::pad("tokens", 8) << text::pad("KLD mean", 10)
+            << text::pad("KLD p99", 10) << text::pad("KLD max", 10) << text::pad("top-1", 8) << text::pad("dp mean", 10)
+            << "dp rms\n";
+  for (const Subject& s : subjects) {
+    for (const golden::EnvelopeFigures& f : golden::envelope(g, float_logits->second, s.logits)) {
+      const std::string split = golden::envelope_split_name(f.split);
+      if (table) *table << "  " << text::pad(s.prefix, 14) << text::pad(split, 16) << text::pad(std::to_string(f.tokens), 8)
+                << text::pad(text::sci(f.kld_mean), 10) << text::pad(text::sci(f.kld_p99), 10)
+                << text::pad(text::sci(f.kld_max), 10) << text::pad(text::fixed(f.top1_agreement, 4), 8)
+                << text::pad(text::sci(f.delta_p_mean), 10) << text::sci(f.delta_p_rms) << "\n";
+      const std::string detail = "against " + float_path + ", " + std::to_string(f.tokens) + " positions";
+      const std::string name = std::string(s.prefix) + "/" + split + "/";
+      for (const auto& [metric, value] : {std::pair{"kld_mean", f.kld_mean}, {"kld_p99", f.kld_p99}, {"kld_max", f.kld_max},
+                                          {"top1_agreement", f.top1_agreement}, {"delta_p_mean", f.delta_p_mean},
+                                          {"delta_p_rms", f.delta_p_rms}}) {
+        run.measurements.push_back({name + metric, value, detail});
+      }
+    }
+  }
+}
+
+// A golden made on a dequantized checkpoint (gguf_dequantized.py): one row per tensor of the file
+// the subject loads, its change over what a correct quantizer to its type can do (FORMAT.md,
+// "Quantized subjects"). The file's bugs are in the golden too; only these rows see them.
+void add_weight_rows(const golden::GoldenCase& g, conformance::Run& run, std::ostream* table) {
+  if (g.weights_mode != golden::WeightsMode::kCheckpoint) return;
+  for (const golden::QuantizedTensor& t : golden::read_quantization_record(g.checkpoint)) {
+    conformance::Result row;
+    row.test = "weights/" + t.checkpoint_name;
+    row.category = conformance::Category::kGolden;
+    row.case_name = t.gguf_name;
+    row.metric = "change_over_type_bound";
+    row.bound = 1;
+    if (t.bound_ratio) {
+      row.value = *t.bound_ratio;
+      row.status = *t.bound_ratio <= 1 ? conformance::Status::kPass : conformance::Status::kFail;
+      row.detail = t.ggml_type + ", NMSE " + text::sci(t.nmse);
+    } else {
+      row.status = conformance::Status::kNotSupported;
+      row.detail = "not checked: no bound for " + t.ggml_type + " (NMSE " + text::sci(t.nmse) + ")";
+    }
+    if (table && row.status == conformance::Status::kFail) {
+      *table << "  " << text::pad(row.test, 52) << "FAIL (" << t.gguf_name << ", " << t.ggml_type << ": "
+                << text::sci(row.value) << " x what quantization to its type can move it)\n";
+    }
+    run.results.push_back(row);
+  }
+}
+
+}  // namespace
 
 void print_verify_table(const golden::VerifyReport& report, std::ostream& out) {
   out << "  " << pad("tensor", 52) << pad("cosine", 13) << pad("max_abs", 10) << pad("base_max", 10)
@@ -48,6 +127,14 @@ conformance::Run golden_run(const std::string& subject, const std::string& dtype
     row.category = conformance::Category::kGolden;
     run.results.push_back(row);
   }
+  return run;
+}
+
+conformance::Run check_run(const std::string& subject, const golden::GoldenCase& g, const golden::VerifyReport& report,
+                           const golden::TensorMap& candidate, const std::string& float_golden, std::ostream* table) {
+  conformance::Run run = golden_run(subject, g.dtype, report);
+  add_weight_rows(g, run, table);
+  if (!float_golden.empty()) add_envelope(g, candidate, float_golden, run, table);
   return run;
 }
 

@@ -18,4 +18,11 @@ void print_verify_table(const golden::VerifyReport& report, std::ostream& out = 
 // problem; one the candidate may leave out and did is "not supported" ("not checked: ...").
 conformance::Run golden_run(const std::string& subject, const std::string& dtype, const golden::VerifyReport& report);
 
+// `golden check`'s run: golden_run's rows, then for a golden made on a dequantized checkpoint
+// (golden/quantized_subject.h) one row per tensor of the file its subject loads, and given
+// `float_golden` (the float model's golden on the same inputs) the envelope's figures as the run's
+// measurements. `table`, when given, gets the failing weight rows and the envelope's table.
+conformance::Run check_run(const std::string& subject, const golden::GoldenCase& g, const golden::VerifyReport& report,
+                           const golden::TensorMap& candidate, const std::string& float_golden, std::ostream* table);
+
 }  // namespace gemma4::cli

@@ -23,6 +23,12 @@ namespace {
 struct CheckResult {
   std::string golden_path, candidate_label, dtype;
   golden::VerifyReport report;
+  conformance::Run run;  // the report's rows (cli::check_run): the tensors, and a quantized file's weights
+  int count(conformance::Status status) const {
+    int n = 0;
+    for (const conformance::Result& row : run.results) n += row.status == status;
+    return n;
+  }
 };
 
 py::dict to_python(const golden::TensorMap& tensors) {
@@ -45,8 +51,8 @@ golden::TensorMap candidate_from_dict(const py::dict& given) {
 }
 
 CheckResult judge(const golden::GoldenCase& g, const std::string& golden_path, const py::object& candidate,
-                  bool forward_only) {
-  CheckResult result{golden_path, "", g.dtype, {}};
+                  bool forward_only, const std::string& envelope) {
+  CheckResult result{golden_path, "", g.dtype, {}, {}};
   golden::TensorMap tensors;
   if (py::isinstance<py::dict>(candidate)) {
     tensors = candidate_from_dict(candidate);
@@ -59,6 +65,7 @@ CheckResult judge(const golden::GoldenCase& g, const std::string& golden_path, c
   py::gil_scoped_release no_gil;
   result.report = golden::check_candidate(
       g, tensors, forward_only ? golden::CandidateScope::kForwardOnly : golden::CandidateScope::kForwardAndBackward);
+  result.run = cli::check_run(result.candidate_label + " against " + golden_path, g, result.report, tensors, envelope, nullptr);
   return result;
 }
 
@@ -83,7 +90,7 @@ golden::WeightsMode seeded_mode(const std::string& name) {
 
 // A judged candidate as the one report, as `golden check` writes it.
 conformance::Report check_report(const CheckResult& r) {
-  return {"golden check", {cli::golden_run(r.candidate_label + " against " + r.golden_path, r.dtype, r.report)}};
+  return {"golden check", {r.run}};
 }
 
 }  // namespace
@@ -121,9 +128,9 @@ void bind_golden(py::module_& m) {
       py::arg("path"));
 
   py::class_<CheckResult>(m, "CheckResult", "A candidate judged against a golden: one row per dataset.")
-      .def_property_readonly("passed", [](const CheckResult& r) { return r.report.pass(); })
-      .def_property_readonly("failures", [](const CheckResult& r) { return r.report.failures(); })
-      .def_property_readonly("not_checked", [](const CheckResult& r) { return r.report.not_checked(); })
+      .def_property_readonly("passed", [](const CheckResult& r) { return r.count(conformance::Status::kFail) == 0; })
+      .def_property_readonly("failures", [](const CheckResult& r) { return r.count(conformance::Status::kFail); })
+      .def_property_readonly("not_checked", [](const CheckResult& r) { return r.count(conformance::Status::kNotSupported); })
       .def(
           "to_dict",
           [](const CheckResult& r) { return to_python(conformance::to_json(check_report(r))); },
@@ -153,7 +160,8 @@ void bind_golden(py::module_& m) {
       py::arg("config"), py::arg("seed"), py::arg("mode") = "constructed",
       "the generated or constructed weights of a text config (a dict) for a seed, float32, by checkpoint name");
   m.attr("constructed_bos_id") = kConstructedBosId;
-  m.def("judge", &judge, py::arg("golden"), py::arg("golden_path"), py::arg("candidate"), py::arg("forward_only"));
+  m.def("judge", &judge, py::arg("golden"), py::arg("golden_path"), py::arg("candidate"), py::arg("forward_only"),
+        py::arg("envelope") = "");
 
   // The committed goldens, found in one place (golden/data_dir.h).
   py::enum_<golden::GoldenGroup>(m, "GoldenGroup", "op, model (golden/reference/...) or transformers (golden/transformers/<case>)")

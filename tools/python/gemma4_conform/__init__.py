@@ -151,18 +151,21 @@ def read_golden(path: Union[str, os.PathLike]) -> Golden:
 
 
 def judge(golden: Union[str, os.PathLike, Golden], candidate: Union[str, os.PathLike, Mapping[str, torch.Tensor]],
-          forward_only: bool = False) -> Verdict:
+          forward_only: bool = False, envelope: Union[str, os.PathLike, None] = None) -> Verdict:
     """Judges outputs computed elsewhere against a golden, as `gemma4-conform golden check` does.
 
     `candidate`: an HDF5 candidate file, or a dict named as the golden's expected/ ("outputs/logits",
     "outputs/loss", "grads/<weight>"). Returns the verdict: .passed, .failures, .not_checked, .table(),
     .to_dict() (the report's JSON, conformance/report.h: one run, a row per dataset named by its test,
-    with both errors and the bound), .write_json(path), .write_junit(path)."""
+    with both errors and the bound), .write_json(path), .write_junit(path). A golden made on a
+    dequantized checkpoint adds a row per tensor of the quantized file; `envelope` (the float model's
+    golden) adds the quantization envelope's figures to the run's "measurements" (golden/FORMAT.md,
+    "Quantized subjects")."""
     golden_path = "<Golden>" if isinstance(golden, Golden) else os.fspath(golden)
     g = golden if isinstance(golden, Golden) else read_golden(golden_path)
     if isinstance(candidate, Mapping):
         candidate = dict(candidate)
-    return _core.judge(g, golden_path, candidate, forward_only)
+    return _core.judge(g, golden_path, candidate, forward_only, os.fspath(envelope) if envelope else "")
 
 
 class FactoryError(Exception):

@@ -167,7 +167,9 @@ def main(argv=None) -> int:
     threads = max(1, (os.cpu_count() or 1) // args.jobs) if args.jobs > 1 and "OMP_NUM_THREADS" not in os.environ else 0
     options = RunOptions(timeout=args.timeout, skip_real_size=args.skip_real_size, filter=args.filter, threads=threads)
 
-    runs = [(s, d, t) for s in subjects for d in devices for t in dtypes]
+    # A quantized subject has one dtype, its quantization: one run per device.
+    runs = [(s, d, t) for s in subjects for d in devices
+            for t in (dtypes[:1] if s.kind is SubjectKind.QUANTIZED else dtypes)]
     rows, ours, start = [None] * len(runs), our_version(), time.monotonic()
     gpu = gpu_name() if "cuda" in devices else ""
 

@@ -82,3 +82,58 @@ def candidate_report(subject, device: str, dtype: str, timeout: float, checks: s
                 continue
             rows += judge_case(subject, case, device, dtype, timeout, Path(work), env)
     return {"runs": [{"subject": subject.name, "device": device, "dtype": dtype, "results": rows}]}
+
+
+def quantized_width(quant: str) -> str:
+    """quantized_cases.py's --width: K-quants need rows of whole 256-element super-blocks ("blocks"),
+    else llama.cpp stores their tensors in fallback types; the others run at the reduced widths."""
+    return "blocks" if "_K" in quant else "reduced"
+
+
+def _envelope(measurements: list[dict]) -> dict:
+    """The run's measurements ("envelope/all/kld_mean": value) as {subject: {split: {metric: value}}}."""
+    out: dict = {}
+    for m in measurements:
+        who, split, metric = m["name"].split("/")
+        out.setdefault(who, {}).setdefault(split, {})[metric] = m["value"]
+    return out
+
+
+def quantized_report(subject, device: str, timeout: float, env: dict) -> tuple[dict, dict]:
+    """A quantized subject's report and envelope: the model made and quantized (quantized_cases.py, in
+    the subject's environment: llama.cpp's converter and quantizer), the bf16 golden's baseline filled
+    (golden baseline), the adapter run on the quantized file, then judge() with the float model's
+    golden for the envelope. Every step that fails is one failing row with its last error line."""
+    from .. import judge
+
+    quant, width = subject.quantization, quantized_width(subject.quantization)
+    label = "e2b" if width == "reduced" else "e2b-blocks"
+    test = f"quantized/{label}-{quant}"
+    env = {**env, "PYTHONPATH": os.pathsep.join([str(ADAPTERS.resolve()), env.get("PYTHONPATH", "")])}
+    with tempfile.TemporaryDirectory() as work:
+        case = Path(work) / f"{label}-{quant}"
+        steps = [
+            ("quantized_cases.py", [sys.executable, str(DATA / "golden" / "generators" / "quantized_cases.py"), "--out",
+                                    work, "--types", quant, "--width", width]),
+            ("golden baseline", [sys.executable, "-m", "gemma4_conform", "golden", "baseline",
+                                 str(case / "golden.bf16.h5")]),
+            ("the adapter", [sys.executable, str(DATA / subject.spec), str(case), "--gguf",
+                             str(case / f"model.{quant}.gguf"), "--dtype", "bf16", "--forward-only", "--device", device,
+                             "--out", str(case / "candidate.h5")]),
+        ]
+        for what, command in steps:
+            try:
+                proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+            except subprocess.TimeoutExpired:
+                return {"runs": [{"results": [_row(test, _core.Status.FAIL, f"{what} timed out after {timeout:.0f} s")]}]}, {}
+            if proc.returncode == NOT_SUPPORTED:
+                return {"runs": [{"results": [_row(test, _core.Status.NOT_SUPPORTED, _last_error(proc.stderr))]}]}, {}
+            if proc.returncode != 0:
+                why = f"{what}: exit {proc.returncode}: {_last_error(proc.stderr + proc.stdout)}"
+                return {"runs": [{"results": [_row(test, _core.Status.FAIL, why)]}]}, {}
+        verdict = judge(case / "golden.bf16.h5", case / "candidate.h5", forward_only=True,
+                        envelope=Path(work) / label / "golden.f32.h5").to_dict()["runs"][0]
+    # Two tests: the outputs against the dequantized reference, and the file's tensors against their types.
+    rows = [{**r, "category": "golden", "test": f"{test}/weights" if r["test"].startswith("weights/") else test,
+             "case": r["test"].removeprefix("weights/")} for r in verdict["results"]]
+    return {"runs": [{"results": rows}]}, _envelope(verdict.get("measurements", []))

@@ -33,6 +33,25 @@ def cell_text(cell: dict) -> str:
     return SYMBOL[verdict]
 
 
+SPLITS = ("all", "before_window", "across_window", "beyond_window")  # golden/quantized_subject.h
+ENVELOPE_METRICS = ("kld_mean", "kld_p99", "kld_max", "top1_agreement", "delta_p_rms")
+ENVELOPE_HEAD = ("subject", "device", "measured", "positions", "KLD mean", "KLD p99", "KLD max", "top-1", "dp rms")
+
+
+def envelope_lines(board: dict) -> list[tuple[str, ...]]:
+    """The quantized rows' envelopes (golden/FORMAT.md, "Quantized subjects"), one line per row, split
+    and subject ("envelope": the implementation's logits; "quantization": the reference on the same
+    dequantized weights), against the float model; reported, never judged."""
+    lines = []
+    for row in board["rows"]:
+        for who, splits in sorted(row.get("envelope", {}).items()):
+            for split, figures in sorted(splits.items(), key=lambda item: SPLITS.index(item[0])):
+                lines.append((row["subject"], row["device"], "implementation" if who == "envelope" else "dequantized reference",
+                              split) + tuple(f"{figures[m]:.4f}" if m == "top1_agreement" else f"{figures[m]:.3g}"
+                                             for m in ENVELOPE_METRICS))
+    return lines
+
+
 def markdown(board: dict) -> str:
     cats = board["categories"]
     lines = [f"| implementation | version | device | dtype | {' | '.join(cats)} |",
@@ -48,6 +67,11 @@ def markdown(board: dict) -> str:
             lines.append(f"- {row['subject']} ({row['device']}, {row['dtype']}): {row['triage']}")
     for name, why in board.get("not_yet", []):
         lines.append(f"- {name}: {why}")
+    envelope = envelope_lines(board)
+    if envelope:
+        lines += ["", "Quantized rows, the envelope against the float model (reported, not judged):", "",
+                  "| " + " | ".join(ENVELOPE_HEAD) + " |", "|" + "---|" * len(ENVELOPE_HEAD)]
+        lines += ["| " + " | ".join(line) + " |" for line in envelope]
     return "\n".join(lines) + "\n"
 
 
@@ -96,6 +120,13 @@ def page(board: dict) -> str:
         details += [_failing_rows_html(row, c) for c in cats
                     if row["cells"][c]["verdict"] == "fail" and "failed_tests" in row["cells"][c]]
     not_yet = "".join(f"<li>{html.escape(n)}: {html.escape(w)}</li>" for n, w in board.get("not_yet", []))
+    envelope = envelope_lines(board)
+    envelope_html = ("<h2>Quantized rows: the envelope against the float model</h2>\n<p>KL divergence from the float "
+                     "model's next-token distribution, top-1 agreement and the RMS change of the float model's top "
+                     "token's probability, by position against the sliding window; reported, not judged (golden/FORMAT.md, "
+                     "\"Quantized subjects\").</p>\n<table id=\"envelope\"><tr>" + "".join(f"<th>{h}</th>" for h in ENVELOPE_HEAD)
+                     + "</tr>" + "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in line) + "</tr>"
+                                         for line in envelope) + "</table>\n") if envelope else ""
     style = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid #bbb;"
              "padding:2px 6px;font-size:13px;text-align:left}.pass{background:#d9f2d9}.fail{background:#f7c5c5}"
              ".not_supported,.cannot_run,.not_run{background:#eee;color:#555}.untriaged{color:#b00;font-weight:bold}.not_applicable{color:#999}")
@@ -106,7 +137,7 @@ def page(board: dict) -> str:
             "not supported (the subject's reason, on hover); cannot run here (why, on hover).</p>\n"
             f'<table id="scoreboard"><thead><tr><th>implementation</th><th>version</th><th>device</th>'
             f"<th>dtype</th>{head}</tr></thead><tbody>\n" + "\n".join(body) + "\n</tbody></table>\n"
-            f"<h2>Not on the board yet</h2><ul>{not_yet}</ul>\n<h2>Failing rows and triage</h2>\n"
+            + envelope_html + f"<h2>Not on the board yet</h2><ul>{not_yet}</ul>\n<h2>Failing rows and triage</h2>\n"
             + "\n".join(details) + "\n</body></html>\n")
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .. import _core, conform
 from ..model_checks import MODEL_CATEGORIES
-from .candidates import candidate_report
+from .candidates import candidate_report, quantized_report
 from .subjects import DATA, Subject, SubjectKind
 
 # The suite's categories, in its order (impl/category.h, bound); conform-model has a subset.
@@ -167,19 +167,23 @@ def run_subject(subject: Subject, device: str, dtype: str, options: RunOptions, 
     """One row of the scoreboard: the subject in one device and dtype."""
     row = {"subject": subject.name, "implementation": subject.implementation, "path": subject.path,
            "kind": subject.kind.value, "spec": subject.spec, "version": version(subject, ours), "note": subject.note,
-           "device": device, "dtype": dtype}
+           "device": device, "dtype": subject.quantization or dtype}
     why = why_cannot_run(subject, device)
     if why:
         return {**row, "ran": False, "why": why,
                 "cells": {c: {"verdict": Verdict.CANNOT_RUN.value, "why": why} for c in CATEGORIES}}
-    applicable = {SubjectKind.MODEL: tuple(c.name for c in MODEL_CATEGORIES),
-                  SubjectKind.CANDIDATE: ("golden",)}.get(subject.kind, CATEGORIES)
+    applicable = {SubjectKind.MODEL: tuple(c.name for c in MODEL_CATEGORIES), SubjectKind.CANDIDATE: ("golden",),
+                  SubjectKind.QUANTIZED: ("golden",)}.get(subject.kind, CATEGORIES)
     filtered = bool(subject.filter)
     start = time.monotonic()
     if subject.kind is SubjectKind.CANDIDATE:
         report = candidate_report(subject, device, dtype, options.timeout, both(options.filter, subject.filter),
                                   child_env(subject, options))
         return {**row, "ran": True, "seconds": round(time.monotonic() - start, 1),
+                "cells": cells(one_run(report, device, dtype), applicable, options, filtered)}
+    if subject.kind is SubjectKind.QUANTIZED:
+        report, envelope = quantized_report(subject, device, options.timeout, child_env(subject, options))
+        return {**row, "ran": True, "seconds": round(time.monotonic() - start, 1), "envelope": envelope,
                 "cells": cells(one_run(report, device, dtype), applicable, options, filtered)}
     if subject.kind is SubjectKind.BACKEND:
         env = child_env(subject, options)

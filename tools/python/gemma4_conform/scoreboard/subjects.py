@@ -7,7 +7,11 @@ A subject is run one of three ways, all the suite's own runners:
     `python -m gemma4_conform conform-model --factory MODULE:FACTORY`;
   - SubjectKind.CANDIDATE: another framework (MLX, Keras, llama.cpp) through `golden check`: its adapter
     script (impl/third_party/<name>_candidate.py) writes a candidate file per golden/transformers case
-    (gemma4_conform/scoreboard/candidates.py).
+    (gemma4_conform/scoreboard/candidates.py);
+  - SubjectKind.QUANTIZED: a framework running a quantized model, through `golden check` on the goldens
+    of that model's dequantized weights, made on the spot by golden/generators/quantized_cases.py
+    (golden/FORMAT.md, "Quantized subjects"); the row's dtype is the quantization, and the row also
+    carries the envelope against the float model.
 Each row names what it needs (`packages`, `device`); what this machine lacks makes the row "cannot run
 here" with the reason, never a failure. Implementations that cannot be judged at all yet are in
 `NOT_YET`, each with the reason, so the page says why they have no row.
@@ -29,6 +33,7 @@ class SubjectKind(enum.Enum):
     BACKEND = "backend"
     MODEL = "model"
     CANDIDATE = "candidate"
+    QUANTIZED = "quantized"
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class Subject:
     note: str = ""               # one line on the page (what the path is)
     adapter_args: tuple[str, ...] = ()   # CANDIDATE: more arguments for the adapter
     forward_only: bool = False   # CANDIDATE: judged on logits (and loss) only: it has no backward
+    quantization: str = ""       # QUANTIZED: the type (llama.cpp's Q8_0, Q4_0, Q4_K_M), the row's dtype
 
     @property
     def name(self) -> str:
@@ -79,6 +85,9 @@ def _candidate(implementation: str, adapter: str, env: str, distribution: str, p
 
 VARIANTS = ("sdpa", "fp32-attention", "online-softmax", "per-head-attention", "aten-rms-norm", "llama-norm-rounding",
             "fused-qk-norm-rope", "fused-geglu", "moe-fp32-accumulate", "paged-kv-cache")
+
+# llama.cpp's quantization types on the board (golden/generators/quantized_cases.py makes their models).
+QUANTIZATIONS = ("Q8_0", "Q4_0", "Q4_K_M")
 
 # The historic rows' checks: the KV-shared goldens, where 5.5.1's use_cache=False bug lives.
 HISTORIC_CHECKS = r"(model/e2b|model/e4b|transformers/e2b_like)$"
@@ -113,6 +122,12 @@ SUBJECTS: tuple[Subject, ...] = (
     *_candidate("llama.cpp", "llama_cpp", "llama-cpp", "llama_cpp_python", ("llama_cpp",),
                 "llama-cpp-python (llama.cpp built from its sdist): convert_hf_to_gguf.py, then the CPU backend; "
                 "forward logits only", forward_only=True),
+    *(Subject("llama.cpp", f"{quant} (GGUF)", SubjectKind.QUANTIZED, "impl/third_party/llama_cpp_candidate.py",
+              version_of="llama_cpp_python", site=".cache/pinned/llama-cpp", packages=("llama_cpp",), devices=("cpu",),
+              forward_only=True, quantization=quant,
+              note=f"llama-cpp-python's CPU backend on a {quant} GGUF made by llama.cpp's converter and quantizer "
+                   "(f16 KV cache), judged against the reference on that file's dequantized weights")
+      for quant in QUANTIZATIONS),
     _ours("reference", "our reference decoder (LibTorch, eager ops)"),
     _ours("cuda", "our fused Hopper kernels", cuda=True),
     _ours("cuda-deterministic", "our fused kernels, deterministic backward", cuda=True),

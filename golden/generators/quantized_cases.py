@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Quantized cases: a trained-like Gemma-4 quantized by llama.cpp's own tools, and the goldens that
+judge an implementation on the weights it actually loads (golden/FORMAT.md, "Quantized subjects").
+
+    PYTHONPATH=.cache/pinned/llama-cpp .venv/bin/python golden/generators/quantized_cases.py --out DIR \
+        [--geometry e2b] [--width reduced|blocks] [--types Q8_0 Q4_0 Q4_K_M] [--conform build/bin/gemma4-conform]
+
+For one real-size geometry (hf_real_cases.py: the released head dims, window, KV sharing and
+per-layer embeddings; constructed weights, so that it attends like a trained model) it writes
+
+    DIR/<label>/           the float model: config.json (the released convention), model.safetensors
+                           (fp32), inputs.safetensors (the real-size inputs), golden.f32.h5 (its fp32
+                           logits: the float model a quantization's envelope is measured against) and
+                           model.f32.gguf (llama.cpp's converter; the bridge of gguf_dequantized.py)
+    DIR/<label>-<TYPE>/    per type: model.<TYPE>.gguf (llama.cpp's quantizer, llama_model_quantize,
+                           what llama-quantize runs), model.safetensors (that file dequantized to fp32,
+                           gguf_dequantized.py), quantization.json, inputs.safetensors and
+                           golden.bf16.h5: the conformance golden of a subject loading the GGUF file
+
+Each directory is a case in the candidate adapters' sense (impl/third_party/candidate_io.py), so
+`llama_cpp_candidate.py DIR/<label>-Q4_0 --gguf DIR/<label>-Q4_0/model.Q4_0.gguf ...` and
+`gemma4-conform golden check` judge it.
+
+The quantized golden is a reduced-precision one (tolerance_class reduced-precision, dtype bf16):
+truth/ is fp32 on the dequantized weights exactly (a quantized engine multiplies by them unrounded),
+expected/ and the baseline family are bf16 implementations on them, and root attributes
+`quantization` (the type) and `truth_weights = exact` say so. `--conform` fills baseline/.
+
+Widths: `reduced` keeps hf_real_cases.py's (hidden 64, per-layer 32), whose rows are whole 32-element
+blocks (Q8_0, Q4_0) but not 256-element super-blocks, so llama.cpp stores a K-quant type's tensors
+in its fallbacks (Q5_0, Q5_1, Q8_0); `blocks` sets hidden, intermediate, per-layer and expert widths
+to 256, one super-block, so Q4_K_M runs the K-quant kernels.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO_ROOT / "impl" / "third_party"))
+
+import hf_real_cases as real  # noqa: E402
+from real_weights import Weights  # noqa: E402
+
+TYPES = ("Q8_0", "Q4_0", "Q4_K_M")
+BLOCK_WIDTH = 256  # ggml's QK_K: a K-quant super-block
+WIDTHS = ("reduced", "blocks")
+
+
+def case_config(geometry: str, width: str) -> dict:
+    config = real.real_config(geometry)
+    if width == "blocks":
+        config.update(hidden_size=BLOCK_WIDTH, intermediate_size=BLOCK_WIDTH)
+        if config.get("hidden_size_per_layer_input"):
+            config["hidden_size_per_layer_input"] = BLOCK_WIDTH
+        if config.get("enable_moe_block"):
+            config["moe_intermediate_size"] = BLOCK_WIDTH
+    return config
+
+
+def write_inputs(directory: Path, config: dict, seed: int) -> None:
+    from safetensors.torch import save_file
+
+    inputs = real.make_inputs(config, seed)
+    save_file({k: v.contiguous() for k, v in inputs.items()}, str(directory / "inputs.safetensors"))
+
+
+def write_config(directory: Path, config: dict) -> None:
+    """config.json in the released checkpoints' convention (top-level global_head_dim), which
+    llama.cpp's converter needs; transformers and the reference read it too."""
+    (directory / "config.json").write_text(json.dumps(
+        {**config, "architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4_text"}, indent=2, sort_keys=True))
+
+
+def float_case(out: Path, label: str, config: dict, seed: int, device: str) -> Path:
+    """DIR/<label>: the constructed float model as a checkpoint, its inputs, its fp32 golden and F32 GGUF."""
+    import llama_cpp_candidate as lc
+
+    directory = out / label
+    directory.mkdir(parents=True, exist_ok=True)
+    real.build_model(config, "f32", seed, True, "cpu").save_pretrained(directory)
+    write_config(directory, config)
+    write_inputs(directory, config, seed)
+    golden = real.write_case(label, config, Weights("checkpoint", directory), "f32", directory, device, seed)
+    golden.rename(directory / "golden.f32.h5")
+    with tempfile.TemporaryDirectory(prefix="quantized_cases.") as work:
+        shutil.move(str(lc.convert(directory, Path(work), "f32")), directory / "model.f32.gguf")
+    return directory
+
+
+def quantized_case(float_dir: Path, gguf: Path, directory: Path, label: str, config: dict, seed: int,
+                   device: str) -> Path:
+    """`directory`: the GGUF file (moved there), its dequantized checkpoint and its conformance golden.
+    A file that moved a tensor further than its type can (gguf_dequantized.py exits 1) still gets its
+    golden: what it holds is what its subject runs, and golden check fails its weight rows."""
+    shutil.rmtree(directory, ignore_errors=True)
+    status = subprocess.run([sys.executable, str(HERE / "gguf_dequantized.py"), str(float_dir), "--float",
+                             str(float_dir / "model.f32.gguf"), "--quantized", str(gguf), "--out", str(directory)],
+                            capture_output=True, text=True)
+    if not (directory / "model.safetensors").is_file():  # unreadable or unmatched: nothing to judge against
+        raise SystemExit(f"quantized_cases: gguf_dequantized.py refused {gguf}: {status.stderr.strip()}")
+    if status.returncode != 0:
+        print(status.stderr.strip(), file=sys.stderr)
+    shutil.move(str(gguf), directory / gguf.name)
+    quant = gguf.name.split(".")[-2]  # model.<TYPE>.gguf
+    golden = real.write_case(directory.name, config, Weights("checkpoint", directory), "bf16", directory, device,
+                             seed, exact_truth=True, extra_attrs={"quantization": quant, "truth_weights": "exact",
+                                                                     "checkpoint": "."})  # the golden sits in it
+    return golden.rename(directory / "golden.bf16.h5")
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, required=True, help="where the case directories go")
+    p.add_argument("--geometry", choices=sorted(real.GEOMETRIES), default="e2b")
+    p.add_argument("--width", choices=WIDTHS, default="reduced", help="reduced: hf_real_cases.py's; blocks: 256 (K-quants)")
+    p.add_argument("--types", nargs="+", choices=TYPES, default=list(TYPES), help="llama.cpp quantization types")
+    p.add_argument("--faults", nargs="*", default=[], metavar="FAULT",
+                   help="also DIR/<label>-<TYPE>-<FAULT> from each type's file with one fault "
+                        "(impl/third_party/gguf_faults.py: the negative controls)")
+    p.add_argument("--seed", type=int, default=real.SEED)
+    p.add_argument("--device", default="cpu", help="where transformers computes the goldens")
+    p.add_argument("--conform", type=Path, help="gemma4-conform, to fill the bf16 goldens' baseline/")
+    args = p.parse_args(argv)
+    config = case_config(args.geometry, args.width)
+    label = args.geometry if args.width == "reduced" else f"{args.geometry}-blocks"
+    start = time.monotonic()
+    import gguf_faults
+    import llama_cpp_candidate as lc
+
+    unknown = sorted(set(args.faults) - set(gguf_faults.FAULTS))
+    if unknown:
+        p.error(f"--faults: unknown {', '.join(unknown)} (gguf_faults.py --help lists them)")
+    float_dir = float_case(args.out, label, config, args.seed, args.device)
+    print(f"{float_dir}: float model, fp32 golden and F32 GGUF, {time.monotonic() - start:.1f} s", flush=True)
+    goldens = []
+    for quant in args.types:
+        start = time.monotonic()
+        gguf = lc.quantize(float_dir / "model.f32.gguf", quant)  # llama-quantize's work, beside its source
+        for fault in args.faults:
+            faulty = gguf.with_name(f"{fault}.{quant}.gguf")
+            gguf_faults.main([str(gguf), fault, "--out", str(faulty)])
+            goldens.append(quantized_case(float_dir, faulty, args.out / f"{label}-{quant}-{fault}", label, config,
+                                          args.seed, args.device))
+        goldens.append(quantized_case(float_dir, gguf, args.out / f"{label}-{quant}", label, config, args.seed, args.device))
+        print(f"{goldens[-1]}: {time.monotonic() - start:.1f} s", flush=True)
+    real.fill_baselines(args.conform, [str(g) for g in goldens], args.device)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
