@@ -19,8 +19,8 @@ std::vector<QuantizedTensor> read_quantization_record(const std::string& checkpo
     in >> j;
     std::vector<QuantizedTensor> out;
     for (const nlohmann::json& t : j.at("tensors")) {
-      QuantizedTensor q{t.at("checkpoint_name").get<std::string>(), t.at("gguf_name").get<std::string>(),
-                        t.at("ggml_type").get<std::string>(), t.at("nmse").get<double>(), std::nullopt};
+      QuantizedTensor q{t.at("checkpoint_name").get<std::string>(), t.at("stored_name").get<std::string>(),
+                        t.at("stored_type").get<std::string>(), t.at("nmse").get<double>(), std::nullopt};
       if (!t.at("bound_ratio").is_null()) q.bound_ratio = t.at("bound_ratio").get<double>();
       out.push_back(q);
     }

@@ -18,7 +18,7 @@ namespace gemma4::golden {
 // One tensor of quantization.json: how far quantization moved it, over the most a correct
 // quantizer to its type can (no bound: a type without one, the K-quants).
 struct QuantizedTensor {
-  std::string checkpoint_name, gguf_name, ggml_type;
+  std::string checkpoint_name, stored_name, stored_type;
   double nmse = 0;
   std::optional<double> bound_ratio;
 };

@@ -52,8 +52,8 @@ class GgufTensor:
 class TensorRecord:
     """One checkpoint tensor of the dequantized checkpoint, and what quantization did to it."""
     checkpoint_name: str
-    gguf_name: str
-    ggml_type: str
+    stored_name: str  # the file's name for it (a GGUF tensor's, an MLX checkpoint key)
+    stored_type: str  # how the file stores it: a GGML type (F32, Q8_0, Q4_K), "mlx affine 4-bit g64"
     max_abs_change: float  # max |w - dequantized|
     max_abs: float  # max |w|
     nmse: float  # sum (w - dequantized)^2 / sum w^2 (0 for an all-zero w)
@@ -200,7 +200,7 @@ def write(out: Path, checkpoint_dir: Path, state: dict[str, np.ndarray], records
             shutil.copy(checkpoint_dir / name, out / name)
     types: dict[str, int] = {}
     for r in records:
-        types[r.ggml_type] = types.get(r.ggml_type, 0) + 1
+        types[r.stored_type] = types.get(r.stored_type, 0) + 1
     (out / "quantization.json").write_text(json.dumps(
         {"types": dict(sorted(types.items())), "converter_tensors": generated,
          "tensors": [asdict(r) for r in records]}, indent=1))
@@ -228,7 +228,7 @@ def main() -> int:
           f"{'change / bound':>14s}")
     for r in records:
         ratio = "no bound" if r.bound_ratio is None else f"{r.bound_ratio:.3f}"
-        print(f"{r.checkpoint_name:60s} {r.gguf_name:32s} {r.ggml_type:6s} "
+        print(f"{r.checkpoint_name:60s} {r.stored_name:32s} {r.stored_type:6s} "
               f"{r.max_abs_change / max(r.max_abs, 1e-30):20.3e} {r.nmse:9.2e} {ratio:>14s}")
     print(f"wrote {args.out}: {len(records)} tensors; the converter's own, not from the checkpoint: "
           f"{', '.join(generated) or 'none'}")
@@ -237,7 +237,7 @@ def main() -> int:
     over = [r for r in records if r.bound_ratio is not None and r.bound_ratio > 1]
     if over:
         print(f"gguf_dequantized: {len(over)} tensor(s) moved further than quantization to their type can: " +
-              ", ".join(f"{r.checkpoint_name} ({r.ggml_type}, {r.bound_ratio:.3g}x its bound)" for r in over),
+              ", ".join(f"{r.checkpoint_name} ({r.stored_type}, {r.bound_ratio:.3g}x its bound)" for r in over),
               file=sys.stderr)
         return 1
     return 0

@@ -3,19 +3,23 @@
 judge an implementation on the weights it actually loads (golden/FORMAT.md, "Quantized subjects").
 
     PYTHONPATH=.cache/pinned/llama-cpp .venv/bin/python golden/generators/quantized_cases.py --out DIR \
-        [--geometry e2b] [--width reduced|blocks] [--types Q8_0 Q4_0 Q4_K_M] [--conform build/bin/gemma4-conform]
+        [--geometry e2b] [--width reduced|blocks] [--types Q8_0 Q4_0 Q4_K_M mlx-4bit] [--faults ...]
+        [--conform build/bin/gemma4-conform]      # mlx-4bit: PYTHONPATH=.cache/pinned/mlx-lm as well
 
 For one real-size geometry (hf_real_cases.py: the released head dims, window, KV sharing and
 per-layer embeddings; constructed weights, so that it attends like a trained model) it writes
 
     DIR/<label>/           the float model: config.json (the released convention), model.safetensors
                            (fp32), inputs.safetensors (the real-size inputs), golden.f32.h5 (its fp32
-                           logits: the float model a quantization's envelope is measured against) and
-                           model.f32.gguf (llama.cpp's converter; the bridge of gguf_dequantized.py)
-    DIR/<label>-<TYPE>/    per type: model.<TYPE>.gguf (llama.cpp's quantizer, llama_model_quantize,
-                           what llama-quantize runs), model.safetensors (that file dequantized to fp32,
-                           gguf_dequantized.py), quantization.json, inputs.safetensors and
-                           golden.bf16.h5: the conformance golden of a subject loading the GGUF file
+                           logits: the float model a quantization's envelope is measured against) and,
+                           for GGUF types, model.f32.gguf (llama.cpp's converter; gguf_dequantized.py's
+                           bridge)
+    DIR/<label>-<TYPE>/    per type: the quantized model (model.<TYPE>.gguf from llama.cpp's quantizer,
+                           llama_model_quantize, what llama-quantize runs; or mlx/, what
+                           `mlx_lm.convert -q` writes, from the model in bf16), model.safetensors (it
+                           dequantized to fp32: gguf_dequantized.py, mlx_dequantized.py),
+                           quantization.json, inputs.safetensors and golden.bf16.h5: the conformance
+                           golden of a subject loading that model
 
 Each directory is a case in the candidate adapters' sense (impl/third_party/candidate_io.py), so
 `llama_cpp_candidate.py DIR/<label>-Q4_0 --gguf DIR/<label>-Q4_0/model.Q4_0.gguf ...` and
@@ -50,7 +54,10 @@ sys.path.insert(0, str(REPO_ROOT / "impl" / "third_party"))
 import hf_real_cases as real  # noqa: E402
 from real_weights import Weights  # noqa: E402
 
-TYPES = ("Q8_0", "Q4_0", "Q4_K_M")
+GGUF_TYPES = ("Q8_0", "Q4_0", "Q4_K_M")  # llama.cpp's quantizer
+MLX_TYPES = ("mlx-4bit",)                # mlx_lm.utils.quantize_model, affine, group MLX_GROUP
+TYPES = GGUF_TYPES + MLX_TYPES
+MLX_GROUP = 64
 BLOCK_WIDTH = 256  # ggml's QK_K: a K-quant super-block
 WIDTHS = ("reduced", "blocks")
 
@@ -81,9 +88,7 @@ def write_config(directory: Path, config: dict) -> None:
 
 
 def float_case(out: Path, label: str, config: dict, seed: int, device: str) -> Path:
-    """DIR/<label>: the constructed float model as a checkpoint, its inputs, its fp32 golden and F32 GGUF."""
-    import llama_cpp_candidate as lc
-
+    """DIR/<label>: the constructed float model as a checkpoint, its inputs and its fp32 golden."""
     directory = out / label
     directory.mkdir(parents=True, exist_ok=True)
     real.build_model(config, "f32", seed, True, "cpu").save_pretrained(directory)
@@ -91,26 +96,61 @@ def float_case(out: Path, label: str, config: dict, seed: int, device: str) -> P
     write_inputs(directory, config, seed)
     golden = real.write_case(label, config, Weights("checkpoint", directory), "f32", directory, device, seed)
     golden.rename(directory / "golden.f32.h5")
-    with tempfile.TemporaryDirectory(prefix="quantized_cases.") as work:
-        shutil.move(str(lc.convert(directory, Path(work), "f32")), directory / "model.f32.gguf")
     return directory
 
 
-def quantized_case(float_dir: Path, gguf: Path, directory: Path, label: str, config: dict, seed: int,
-                   device: str) -> Path:
-    """`directory`: the GGUF file (moved there), its dequantized checkpoint and its conformance golden.
-    A file that moved a tensor further than its type can (gguf_dequantized.py exits 1) still gets its
-    golden: what it holds is what its subject runs, and golden check fails its weight rows."""
+def f32_gguf(float_dir: Path) -> Path:
+    """DIR/<label>/model.f32.gguf, llama.cpp's converter's F32 file: what llama-quantize quantizes, and
+    gguf_dequantized.py's bridge."""
+    import llama_cpp_candidate as lc
+
+    path = float_dir / "model.f32.gguf"
+    if not path.is_file():
+        with tempfile.TemporaryDirectory(prefix="quantized_cases.") as work:
+            shutil.move(str(lc.convert(float_dir, Path(work), "f32")), path)
+    return path
+
+
+def mlx_quantized(float_dir: Path, directory: Path, bits: int) -> Path:
+    """`directory`/mlx: the float model quantized as `mlx_lm.convert -q --q-bits BITS` does (group 64),
+    in bf16 as a released checkpoint is (scales, biases and unquantized tensors in bf16)."""
+    import mlx.core as mx
+    from mlx_lm.utils import load_model, quantize_model, save_config, save_model
+
+    model, config = load_model(float_dir)
+    model.set_dtype(mx.bfloat16)
+    model, config = quantize_model(model, config, group_size=MLX_GROUP, bits=bits)
+    target = directory / "mlx"
+    target.mkdir(parents=True, exist_ok=True)
+    save_model(target, model)
+    save_config(config, target / "config.json")
+    return target
+
+
+def quantized_case(float_dir: Path, quant: str, directory: Path, config: dict, seed: int, device: str,
+                   gguf: Path | None = None) -> Path:
+    """`directory`: the quantized model (the GGUF file `gguf`, moved there, or MLX's, made there), its
+    dequantized checkpoint and its conformance golden. A file that moved a tensor further than its
+    type can (the dequantizer exits 1) still gets its golden: what it holds is what its subject runs,
+    and golden check fails its weight rows."""
     shutil.rmtree(directory, ignore_errors=True)
-    status = subprocess.run([sys.executable, str(HERE / "gguf_dequantized.py"), str(float_dir), "--float",
-                             str(float_dir / "model.f32.gguf"), "--quantized", str(gguf), "--out", str(directory)],
-                            capture_output=True, text=True)
+    if gguf is not None:
+        command = [str(HERE / "gguf_dequantized.py"), str(float_dir), "--float", str(f32_gguf(float_dir)),
+                   "--quantized", str(gguf), "--out", str(directory)]
+    else:
+        bits = int(quant.removeprefix("mlx-").removesuffix("bit"))
+        with tempfile.TemporaryDirectory(prefix="quantized_cases.") as work:
+            stored = mlx_quantized(float_dir, Path(work), bits)
+            directory.mkdir(parents=True)
+            shutil.move(str(stored), directory / "mlx")
+        command = [str(HERE / "mlx_dequantized.py"), str(float_dir), "--mlx", str(directory / "mlx"), "--out", str(directory)]
+    status = subprocess.run([sys.executable, *command], capture_output=True, text=True)
     if not (directory / "model.safetensors").is_file():  # unreadable or unmatched: nothing to judge against
-        raise SystemExit(f"quantized_cases: gguf_dequantized.py refused {gguf}: {status.stderr.strip()}")
+        raise SystemExit(f"quantized_cases: {Path(command[0]).name} refused {quant}: {status.stderr.strip()}")
     if status.returncode != 0:
         print(status.stderr.strip(), file=sys.stderr)
-    shutil.move(str(gguf), directory / gguf.name)
-    quant = gguf.name.split(".")[-2]  # model.<TYPE>.gguf
+    if gguf is not None:
+        shutil.move(str(gguf), directory / gguf.name)
     golden = real.write_case(directory.name, config, Weights("checkpoint", directory), "bf16", directory, device,
                              seed, exact_truth=True, extra_attrs={"quantization": quant, "truth_weights": "exact",
                                                                      "checkpoint": "."})  # the golden sits in it
@@ -135,23 +175,29 @@ def main(argv: list[str]) -> int:
     label = args.geometry if args.width == "reduced" else f"{args.geometry}-blocks"
     start = time.monotonic()
     import gguf_faults
-    import llama_cpp_candidate as lc
 
     unknown = sorted(set(args.faults) - set(gguf_faults.FAULTS))
     if unknown:
         p.error(f"--faults: unknown {', '.join(unknown)} (gguf_faults.py --help lists them)")
+    if set(args.types) & set(GGUF_TYPES):
+        import llama_cpp_candidate as lc
     float_dir = float_case(args.out, label, config, args.seed, args.device)
-    print(f"{float_dir}: float model, fp32 golden and F32 GGUF, {time.monotonic() - start:.1f} s", flush=True)
+    print(f"{float_dir}: float model and fp32 golden, {time.monotonic() - start:.1f} s", flush=True)
     goldens = []
     for quant in args.types:
         start = time.monotonic()
-        gguf = lc.quantize(float_dir / "model.f32.gguf", quant)  # llama-quantize's work, beside its source
+        directory = args.out / f"{label}-{quant}"
+        if quant in MLX_TYPES:
+            goldens.append(quantized_case(float_dir, quant, directory, config, args.seed, args.device))
+            print(f"{goldens[-1]}: {time.monotonic() - start:.1f} s", flush=True)
+            continue
+        gguf = lc.quantize(f32_gguf(float_dir), quant)  # llama-quantize's work, beside its source
         for fault in args.faults:
             faulty = gguf.with_name(f"{fault}.{quant}.gguf")
             gguf_faults.main([str(gguf), fault, "--out", str(faulty)])
-            goldens.append(quantized_case(float_dir, faulty, args.out / f"{label}-{quant}-{fault}", label, config,
-                                          args.seed, args.device))
-        goldens.append(quantized_case(float_dir, gguf, args.out / f"{label}-{quant}", label, config, args.seed, args.device))
+            goldens.append(quantized_case(float_dir, quant, args.out / f"{label}-{quant}-{fault}", config, args.seed,
+                                          args.device, faulty))
+        goldens.append(quantized_case(float_dir, quant, directory, config, args.seed, args.device, gguf))
         print(f"{goldens[-1]}: {time.monotonic() - start:.1f} s", flush=True)
     real.fill_baselines(args.conform, [str(g) for g in goldens], args.device)
     return 0

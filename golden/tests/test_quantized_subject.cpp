@@ -65,17 +65,17 @@ TEST(QuantizationRecord, AbsentIsEmptyMalformedNamesTheFile) {
   std::filesystem::remove(dir / "quantization.json");
   EXPECT_TRUE(read_quantization_record(dir.string()).empty());
   std::ofstream(dir / "quantization.json")
-      << R"({"tensors": [{"checkpoint_name": "a", "gguf_name": "blk.0.a", "ggml_type": "Q8_0", "nmse": 1e-5, "bound_ratio": 0.5},
-                        {"checkpoint_name": "b", "gguf_name": "blk.0.b", "ggml_type": "Q4_K", "nmse": 1e-3, "bound_ratio": null}]})";
+      << R"({"tensors": [{"checkpoint_name": "a", "stored_name": "blk.0.a", "stored_type": "Q8_0", "nmse": 1e-5, "bound_ratio": 0.5},
+                        {"checkpoint_name": "b", "stored_name": "blk.0.b", "stored_type": "Q4_K", "nmse": 1e-3, "bound_ratio": null}]})";
   const auto record = read_quantization_record(dir.string());
   ASSERT_EQ(record.size(), 2u);
-  EXPECT_EQ(record[0].ggml_type, "Q8_0");
+  EXPECT_EQ(record[0].stored_type, "Q8_0");
   EXPECT_DOUBLE_EQ(*record[0].bound_ratio, 0.5);
   EXPECT_FALSE(record[1].bound_ratio.has_value());
   std::ofstream(dir / "quantization.json") << R"({"tensors": [{"checkpoint_name": "a"}]})";
   try {
     read_quantization_record(dir.string());
-    FAIL() << "a record without gguf_name was read";
+    FAIL() << "a record without stored_name was read";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("quantization.json"), std::string::npos) << e.what();
   }

@@ -91,6 +91,21 @@ class Case:
         """[B, S] 1 for a token, 0 for padding (all ones when the case has no attention_mask)."""
         return self.inputs.get("attention_mask", np.ones_like(self.inputs["input_ids"]))
 
+    def sequences(self) -> list[tuple[int, np.ndarray]]:
+        """(row, token indices) of each sequence: a row's real tokens, split where its position_ids
+        restart (a packed row: golden/FORMAT.md, "Real-size goldens"). An implementation evaluates each
+        alone from position 0: RoPE sees only position differences and the window only distances."""
+        padding, positions = self.padding(), self.inputs.get("position_ids")
+        out = []
+        for b in range(padding.shape[0]):
+            index = np.flatnonzero(padding[b] == 1)
+            if len(index) == 0:
+                continue
+            starts = [0] if positions is None else \
+                [0] + [i for i in range(1, len(index)) if positions[b, index[i]] != positions[b, index[i - 1]] + 1]
+            out += [(b, index[i:j]) for i, j in zip(starts, starts[1:] + [len(index)])]
+        return out
+
 
 def read_case(directory: Path) -> Case:
     from safetensors.numpy import load_file

@@ -136,19 +136,8 @@ def last_error(stderr: str, status: int) -> str:
 KV_CACHE_TYPES = {"f32": 0, "f16": 1, "bf16": 30}
 
 
-def sequences(mask: np.ndarray, positions: np.ndarray | None) -> list[np.ndarray]:
-    """The token indices of each sequence of a row: its real tokens (mask 1), split where the
-    position ids restart (a packed row: golden/FORMAT.md, "Real-size goldens")."""
-    index = np.flatnonzero(mask == 1)
-    if positions is None or len(index) == 0:
-        return [index] if len(index) else []
-    starts = [0] + [i for i in range(1, len(index)) if positions[index[i]] != positions[index[i - 1]] + 1]
-    return [index[a:b] for a, b in zip(starts, starts[1:] + [len(index)])]
-
-
-def logits_per_row(gguf_path: Path, ids: np.ndarray, mask: np.ndarray, dtype: str | None, vocab: int,
-                   positions: np.ndarray | None = None) -> np.ndarray:
-    """[B, S, V] float32: each sequence of each row (sequences()) evaluated alone from position 0,
+def logits_per_row(gguf_path: Path, ids: np.ndarray, sequences: list, dtype: str | None, vocab: int) -> np.ndarray:
+    """[B, S, V] float32: each sequence (Case.sequences(): row, token indices) evaluated alone from position 0,
     padding left 0. `dtype` None: llama.cpp's default KV cache (f16), what a quantized model's users run.
 
     transformers numbers a left-padded row's positions from the padding on; RoPE only sees position
@@ -176,11 +165,10 @@ def logits_per_row(gguf_path: Path, ids: np.ndarray, mask: np.ndarray, dtype: st
     if llm.n_vocab() != vocab:
         raise RuntimeError(f"GGUF vocabulary {llm.n_vocab()} != config vocab_size {vocab}")
     logits = np.zeros((*ids.shape, vocab), dtype=np.float32)
-    for b in range(ids.shape[0]):
-        for index in sequences(mask[b], None if positions is None else positions[b]):
-            llm.reset()  # n_tokens = 0: eval() then drops every cached position of the previous sequence
-            llm.eval([int(t) for t in ids[b][index]])
-            logits[b, index] = llm.scores[: len(index)]
+    for b, index in sequences:
+        llm.reset()  # n_tokens = 0: eval() then drops every cached position of the previous sequence
+        llm.eval([int(t) for t in ids[b][index]])
+        logits[b, index] = llm.scores[: len(index)]
     llm.close()
     return logits
 
@@ -207,7 +195,7 @@ def main() -> int:
     # attention.causal = false, and gemma4.cpp's only non-causal mode (LLAMA_NON_CAUSAL_TYPE_SWA_ONLY,
     # meant for image tokens) makes the sliding layers see every later token while the full layers stay
     # causal. That is a different model, computed silently: the golden says so.
-    ids, mask = case.inputs["input_ids"], case.padding()
+    ids = case.inputs["input_ids"]
     with tempfile.TemporaryDirectory(prefix="llama_cpp_candidate.") as work:
         checkpoint = checkpoint_dir(case, args.config, args.work)
         if args.gguf:
@@ -221,8 +209,8 @@ def main() -> int:
                     shutil.copy(path, args.keep / path.name)
         else:
             gguf_path = convert(checkpoint, Path(work), args.dtype)
-        logits = logits_per_row(gguf_path, ids, mask, None if args.gguf else args.dtype, case.config["vocab_size"],
-                                case.inputs.get("position_ids"))
+        logits = logits_per_row(gguf_path, ids, case.sequences(), None if args.gguf else args.dtype,
+                                case.config["vocab_size"])
     if not np.isfinite(logits).all():
         raise RuntimeError("llama.cpp returned non-finite logits")
     tree = {"outputs/logits": logits}

@@ -8,11 +8,18 @@ names for `golden check` (candidate_io.py says how the scoreboard runs it):
         golden/transformers/e2b_like --dtype bf16 --out c.h5
 
 mlx-lm's forward takes no padding mask (its trainer right-pads and masks only the loss), so a padded
-row runs as its own sequence of real tokens from position 0, as an mlx-lm user batches it; RoPE is
-relative, so the real positions' results are the golden's. The padding positions' logits are
-written as 0 (the golden does not judge them). Hidden states are not exposed (not checked).
+row runs as its own sequence of real tokens from position 0, as an mlx-lm user batches it, and a
+packed row as its sequences, each alone; RoPE is relative, so the real positions' results are the
+golden's. The padding positions' logits are written as 0 (the golden does not judge them). Hidden
+states are not exposed (not checked).
+
+`--mlx-model DIR` runs a quantized MLX model as its users load one (mlx_lm.utils.load_model, in the
+dtypes it was saved in): a quantized case's (golden/generators/quantized_cases.py --types mlx-4bit),
+whose golden is made on that model's dequantized weights; forward only.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 
@@ -28,13 +35,6 @@ def load(case: io.Case, dtype: str, directory):
     model, _ = load_model(directory)  # strict, as mlx_lm.load
     model.set_dtype({"f32": mx.float32, "bf16": mx.bfloat16, "f16": mx.float16}[dtype])
     return model
-
-
-def rows(case: io.Case):
-    """(row, real positions) per batch row: the tokens an mlx-lm user would feed."""
-    padding = case.padding()
-    for b in range(padding.shape[0]):
-        yield b, np.nonzero(padding[b])[0]
 
 
 def golden_gradients(grads: dict, judged: set[str]) -> dict[str, np.ndarray]:
@@ -58,7 +58,10 @@ def golden_gradients(grads: dict, judged: set[str]) -> dict[str, np.ndarray]:
 
 
 def main() -> int:
-    args = io.arguments(__doc__.split("\n\n")[0])
+    def options(parser):
+        parser.add_argument("--mlx-model", type=Path, help="run this quantized MLX model directory as it is saved")
+
+    args = io.arguments(__doc__.split("\n\n")[0], options)
     import mlx.core as mx
     import mlx.nn as nn
     from mlx.utils import tree_flatten
@@ -66,9 +69,16 @@ def main() -> int:
     if args.device != "cpu":
         raise io.NotSupported("this environment has MLX's CPU build (mlx-cpu); its CUDA build is another package")
     case = io.read_case(args.case_dir)
-    model = load(case, args.dtype, io.checkpoint_dir(case, args.config, args.work))
+    if args.mlx_model:
+        if not args.forward_only:
+            raise io.NotSupported("a quantized MLX model is judged forward only (run with --forward-only)")
+        from mlx_lm.utils import load_model
+
+        model, _ = load_model(args.mlx_model)  # strict, as mlx_lm.load; the saved dtypes
+    else:
+        model = load(case, args.dtype, io.checkpoint_dir(case, args.config, args.work))
     ids, labels = case.inputs["input_ids"], case.inputs.get("labels")
-    kept = list(rows(case))
+    kept = case.sequences()
     counted = 0 if labels is None else sum(int((labels[b, real][1:] != io.IGNORE_INDEX).sum()) for b, real in kept)
 
     def step(model):

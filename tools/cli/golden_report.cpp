@@ -68,19 +68,19 @@ void add_weight_rows(const golden::GoldenCase& g, conformance::Run& run, std::os
     conformance::Result row;
     row.test = "weights/" + t.checkpoint_name;
     row.category = conformance::Category::kGolden;
-    row.case_name = t.gguf_name;
+    row.case_name = t.stored_name;
     row.metric = "change_over_type_bound";
     row.bound = 1;
     if (t.bound_ratio) {
       row.value = *t.bound_ratio;
       row.status = *t.bound_ratio <= 1 ? conformance::Status::kPass : conformance::Status::kFail;
-      row.detail = t.ggml_type + ", NMSE " + text::sci(t.nmse);
+      row.detail = t.stored_type + ", NMSE " + text::sci(t.nmse);
     } else {
       row.status = conformance::Status::kNotSupported;
-      row.detail = "not checked: no bound for " + t.ggml_type + " (NMSE " + text::sci(t.nmse) + ")";
+      row.detail = "not checked: no bound for " + t.stored_type + " (NMSE " + text::sci(t.nmse) + ")";
     }
     if (table && row.status == conformance::Status::kFail) {
-      *table << "  " << text::pad(row.test, 52) << "FAIL (" << t.gguf_name << ", " << t.ggml_type << ": "
+      *table << "  " << text::pad(row.test, 52) << "FAIL (" << t.stored_name << ", " << t.stored_type << ": "
                 << text::sci(row.value) << " x what quantization to its type can move it)\n";
     }
     run.results.push_back(row);

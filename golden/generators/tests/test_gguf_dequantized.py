@@ -86,11 +86,11 @@ def test_every_tensor_becomes_the_dequantized_values_the_file_stores(tmp_path, k
     assert set(state) == set(ckpt)
     for r in records:
         w = ckpt[r.checkpoint_name]
-        source = next(n for n, g in NAMES.items() if g == r.gguf_name)  # twins may share one GGUF tensor
+        source = next(n for n, g in NAMES.items() if g == r.stored_name)  # twins may share one GGUF tensor
         assert np.array_equal(ckpt[source], w)
         if w.ndim == 2:
             expected = dequantize(quantize(w, kind), kind).reshape(w.shape)
-            assert r.ggml_type == kind.name
+            assert r.stored_type == kind.name
             assert np.array_equal(state[r.checkpoint_name], expected)  # bit for bit what the file holds
             assert 0 < r.max_abs_change  # quantized: not the float weight
             # Q8_0: a block's step is its max|w| / 127, so rounding moves a value by half a step at most.
@@ -99,7 +99,7 @@ def test_every_tensor_becomes_the_dequantized_values_the_file_stores(tmp_path, k
             assert r.max_abs_change <= r.max_abs / (254 if kind == T.Q8_0 else 8) * 1.01
             assert 0 < r.bound_ratio <= 1  # within the type's own bound, block by block
         else:
-            assert r.ggml_type == "F32" and np.array_equal(state[r.checkpoint_name], w) and r.max_abs_change == 0
+            assert r.stored_type == "F32" and np.array_equal(state[r.checkpoint_name], w) and r.max_abs_change == 0
             assert r.bound_ratio == 0
 
 

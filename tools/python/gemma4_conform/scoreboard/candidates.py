@@ -90,6 +90,11 @@ def quantized_width(quant: str) -> str:
     return "blocks" if "_K" in quant else "reduced"
 
 
+def stored_model(case: Path, quant: str) -> list[str]:
+    """The adapter's option naming the quantized model quantized_cases.py stored in the case."""
+    return ["--mlx-model", str(case / "mlx")] if quant.startswith("mlx-") else ["--gguf", str(case / f"model.{quant}.gguf")]
+
+
 def _envelope(measurements: list[dict]) -> dict:
     """The run's measurements ("envelope/all/kld_mean": value) as {subject: {split: {metric: value}}}."""
     out: dict = {}
@@ -117,9 +122,8 @@ def quantized_report(subject, device: str, timeout: float, env: dict) -> tuple[d
                                     work, "--types", quant, "--width", width]),
             ("golden baseline", [sys.executable, "-m", "gemma4_conform", "golden", "baseline",
                                  str(case / "golden.bf16.h5")]),
-            ("the adapter", [sys.executable, str(DATA / subject.spec), str(case), "--gguf",
-                             str(case / f"model.{quant}.gguf"), "--dtype", "bf16", "--forward-only", "--device", device,
-                             "--out", str(case / "candidate.h5")]),
+            ("the adapter", [sys.executable, str(DATA / subject.spec), str(case), *stored_model(case, quant), "--dtype",
+                             "bf16", "--forward-only", "--device", device, "--out", str(case / "candidate.h5")]),
         ]
         for what, command in steps:
             try:

@@ -86,7 +86,8 @@ def _candidate(implementation: str, adapter: str, env: str, distribution: str, p
 VARIANTS = ("sdpa", "fp32-attention", "online-softmax", "per-head-attention", "aten-rms-norm", "llama-norm-rounding",
             "fused-qk-norm-rope", "fused-geglu", "moe-fp32-accumulate", "paged-kv-cache")
 
-# llama.cpp's quantization types on the board (golden/generators/quantized_cases.py makes their models).
+# llama.cpp's quantization types on the board (golden/generators/quantized_cases.py makes their models;
+# mlx-lm's 4-bit is its own row).
 QUANTIZATIONS = ("Q8_0", "Q4_0", "Q4_K_M")
 
 # The historic rows' checks: the KV-shared goldens, where 5.5.1's use_cache=False bug lives.
@@ -128,6 +129,11 @@ SUBJECTS: tuple[Subject, ...] = (
               note=f"llama-cpp-python's CPU backend on a {quant} GGUF made by llama.cpp's converter and quantizer "
                    "(f16 KV cache), judged against the reference on that file's dequantized weights")
       for quant in QUANTIZATIONS),
+    Subject("mlx-lm", "4-bit (MLX affine, group 64)", SubjectKind.QUANTIZED, "impl/third_party/mlx_lm_candidate.py",
+            version_of="mlx-lm", site=".cache/pinned/mlx-lm", packages=("mlx", "mlx_lm"), devices=("cpu",),
+            forward_only=True, quantization="mlx-4bit",
+            note="mlx-lm on MLX's CPU build, the model mlx_lm.utils.quantize_model makes in bf16 (as mlx_lm.convert -q), "
+                 "loaded by mlx_lm.utils.load_model, judged against the reference on its dequantized weights"),
     _ours("reference", "our reference decoder (LibTorch, eager ops)"),
     _ours("cuda", "our fused Hopper kernels", cuda=True),
     _ours("cuda-deterministic", "our fused kernels, deterministic backward", cuda=True),

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""The weights an MLX quantized model holds (what `mlx_lm.convert -q` or mlx_lm.utils.quantize_model
+writes: per quantized matrix a packed `weight`, `scales` and `biases`, and config.json's
+`quantization` {group_size, bits, mode}), as the Hugging Face checkpoint they were made from,
+dequantized to fp32 by MLX's own mx.dequantize: the MLX analogue of gguf_dequantized.py (golden/
+FORMAT.md, "Quantized subjects"), whose DIR layout, quantization.json and checks it shares.
+
+    PYTHONPATH=.cache/pinned/mlx-lm python golden/generators/mlx_dequantized.py CHECKPOINT \
+        --mlx MLX_MODEL_DIR --out DIR
+
+mlx-lm keeps the checkpoint's names (model.layers.N...) and drops tensors it never uses (the K/V
+projections of KV-shared layers, which no implementation reads): those stay the checkpoint's own.
+A stored float tensor must equal the checkpoint's; a checkpoint tensor of the text model that the
+MLX model lacks, other than those, is refused by name.
+
+Each quantized tensor is held to what affine quantization to its bits can do, per group of
+`group_size` consecutive elements of a row (MLX's affine_quantize, mlx/ops.cpp): with n = 2^bits - 1
+steps, s = (max - min) / n, the bias is the extreme of larger magnitude e, snapped so that zero is
+exact: s' = e / round(e / s). Codes q = clamp(round((w - e) / s'), 0, n), so an element moves by
+half a step, s' / 2, or, where s' < s leaves the other extreme beyond n steps, by that overshoot,
+(max - min) - n s', plus a margin of 2^-20 of the group's range for the fp32 arithmetic; a model
+quantized in bf16 (as released checkpoints are) adds one bf16 rounding of w, of s' (times n codes),
+of the bias and of the dequantized value. Unquantized tensors stored in bf16 or f16 may move by
+half their spacing. Beyond: exit 1 naming the tensors (zeroed, scaled, foreign).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gguf_dequantized import TensorRecord, load_checkpoint, write  # noqa: E402
+
+ARITHMETIC_MARGIN = 2.0 ** -20  # of the group's range: fp32 rounding of s, β and s q + β
+
+
+def affine_bound(w: np.ndarray, group_size: int, bits: int, unit: float) -> np.ndarray:
+    """Per element, the most affine quantization of its group may move it (the module docstring);
+    `unit`: the relative rounding of the dtype the model was in when quantized (its scales' dtype)."""
+    groups = w.astype(np.float64).reshape(-1, group_size)
+    high, low = groups.max(axis=1, keepdims=True), groups.min(axis=1, keepdims=True)
+    steps, spread = 2 ** bits - 1, high - low
+    scale = np.maximum(spread / steps, 1e-7)
+    edge = np.where(np.abs(low) > np.abs(high), low, high)
+    q0 = np.round(edge / np.where(edge == low, scale, -scale))
+    snapped = np.where(q0 != 0, np.abs(edge / np.where(q0 != 0, q0, 1)), scale)
+    bound = snapped / 2 + np.maximum(spread - steps * snapped, 0) + spread * ARITHMETIC_MARGIN
+    # In bf16 (f16): w rounded before quantizing, the scale (times up to n codes), the bias and the
+    # dequantized value each rounded once, at most `unit` of the group's largest magnitude each.
+    largest = np.maximum(np.abs(high), np.abs(low))
+    bound = bound + unit * (steps * snapped + 3 * largest)
+    return np.broadcast_to(bound, groups.shape).reshape(-1)
+
+
+ROUNDING = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11, "float32": 0.0}
+
+
+def float_bound(w: np.ndarray, stored_type: str) -> np.ndarray:
+    """Per element, what storing w in a float type may move it: half its spacing (bf16 keeps 8
+    significant bits, f16 11 with subnormals below 2^-14); float32 exactly."""
+    a = np.abs(w.astype(np.float64)).reshape(-1)
+    if stored_type == "bfloat16":
+        return a * 2.0 ** -8
+    if stored_type == "float16":
+        return np.maximum(a * 2.0 ** -11, 2.0 ** -25)
+    return np.zeros_like(a)
+
+
+def dequantized_checkpoint(mlx_dir: Path, checkpoint: dict[str, np.ndarray]) -> tuple[dict, list[TensorRecord]]:
+    import mlx.core as mx
+
+    quantization = json.loads((mlx_dir / "config.json").read_text()).get("quantization")
+    if not quantization:
+        raise SystemExit(f"{mlx_dir}/config.json: no 'quantization' (not a quantized MLX model)")
+    group_size, bits, mode = quantization["group_size"], quantization["bits"], quantization.get("mode", "affine")
+    if mode != "affine":
+        raise SystemExit(f"{mlx_dir}: quantization mode {mode!r}, only 'affine' is read here")
+    stored = {}
+    for path in sorted(mlx_dir.glob("model*.safetensors")):
+        stored.update(mx.load(str(path)))
+    kind = f"mlx {mode} {bits}-bit g{group_size}"
+    state, records, missing = {}, [], []
+    for name, w in sorted(checkpoint.items()):
+        base = name.removesuffix(".weight")
+        if f"{base}.scales" in stored:
+            q = mx.dequantize(stored[name], stored[f"{base}.scales"], stored.get(f"{base}.biases"), group_size, bits)
+            q = np.array(q.astype(mx.float32)).reshape(w.shape)
+            change = np.abs(w.astype(np.float64) - q).reshape(-1)
+            unit = ROUNDING[str(stored[f"{base}.scales"].dtype).removeprefix("mlx.core.")]
+            bound = affine_bound(w, group_size, bits, unit)
+            ratio = float(np.where(bound > 0, change / np.where(bound > 0, bound, 1), np.where(change > 0, np.inf, 0)).max())
+            stored_type = kind
+        elif name in stored:
+            q = np.array(stored[name].astype(mx.float32)).reshape(w.shape)
+            change = np.abs(w.astype(np.float64) - q).reshape(-1)
+            stored_type = str(stored[name].dtype).removeprefix("mlx.core.")
+            bound = float_bound(w, stored_type)
+            ratio = float(np.where(bound > 0, change / np.where(bound > 0, bound, 1), np.where(change > 0, np.inf, 0)).max())
+        elif any(s in name for s in (".self_attn.k_proj.", ".self_attn.v_proj.", ".self_attn.k_norm.")):
+            state[name] = w  # a KV-shared layer's unused K/V: mlx-lm drops it, no implementation reads it
+            continue
+        else:
+            missing.append(name)
+            continue
+        state[name] = q.astype(np.float32)
+        records.append(TensorRecord(name, name, stored_type, float(change.max(initial=0.0)),
+                                    float(np.abs(w).max(initial=0.0)),
+                                    float((change ** 2).sum() / max(float((w.astype(np.float64) ** 2).sum()), 1e-300)),
+                                    ratio))
+    if missing:
+        raise SystemExit(f"{mlx_dir}: no tensor for {', '.join(missing)} (another model, or dropped by the export)")
+    return state, records
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("checkpoint", type=Path, help="the Hugging Face checkpoint the MLX model was made from")
+    p.add_argument("--mlx", type=Path, required=True, help="the quantized MLX model directory")
+    p.add_argument("--out", type=Path, required=True, help="the dequantized checkpoint's directory")
+    args = p.parse_args(argv)
+    state, records = dequantized_checkpoint(args.mlx, load_checkpoint(args.checkpoint))
+    write(args.out, args.checkpoint, state, records, [])
+    over = [r for r in records if r.bound_ratio is not None and r.bound_ratio > 1]
+    worst = max((r.bound_ratio for r in records if r.bound_ratio is not None), default=0.0)
+    print(f"wrote {args.out}: {len(records)} tensors, worst change / bound {worst:.3f}")
+    if over:
+        print(f"mlx_dequantized: {len(over)} tensor(s) moved further than quantization can: " +
+              ", ".join(f"{r.checkpoint_name} ({r.bound_ratio:.3g}x its bound)" for r in over), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
