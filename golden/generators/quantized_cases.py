@@ -3,8 +3,9 @@
 judge an implementation on the weights it actually loads (golden/FORMAT.md, "Quantized subjects").
 
     PYTHONPATH=.cache/pinned/llama-cpp .venv/bin/python golden/generators/quantized_cases.py --out DIR \
-        [--geometry e2b] [--width reduced|blocks] [--types Q8_0 Q4_0 Q4_K_M mlx-4bit] [--faults ...]
-        [--conform build/bin/gemma4-conform]      # mlx-4bit: PYTHONPATH=.cache/pinned/mlx-lm as well
+        [--geometry e2b] [--width reduced|blocks] [--types Q8_0 Q4_0 Q4_K_M mlx-4bit torchao-int4]
+        [--faults ...] [--conform build/bin/gemma4-conform]
+    # mlx-4bit: PYTHONPATH=.cache/pinned/mlx-lm; torchao-int4: .cache/pinned/torchao (as well)
 
 For one real-size geometry (hf_real_cases.py: the released head dims, window, KV sharing and
 per-layer embeddings; constructed weights, so that it attends like a trained model) it writes
@@ -15,9 +16,11 @@ per-layer embeddings; constructed weights, so that it attends like a trained mod
                            for GGUF types, model.f32.gguf (llama.cpp's converter; gguf_dequantized.py's
                            bridge)
     DIR/<label>-<TYPE>/    per type: the quantized model (model.<TYPE>.gguf from llama.cpp's quantizer,
-                           llama_model_quantize, what llama-quantize runs; or mlx/, what
-                           `mlx_lm.convert -q` writes, from the model in bf16), model.safetensors (it
-                           dequantized to fp32: gguf_dequantized.py, mlx_dequantized.py),
+                           llama_model_quantize, what llama-quantize runs; mlx/, what
+                           `mlx_lm.convert -q` writes, from the model in bf16; or torchao/, transformers'
+                           save_pretrained of the bf16 model quantized with TorchAoConfig int4),
+                           model.safetensors (it dequantized to fp32: gguf_dequantized.py,
+                           mlx_dequantized.py, torchao_dequantized.py),
                            quantization.json, inputs.safetensors and golden.bf16.h5: the conformance
                            golden of a subject loading that model
 
@@ -56,8 +59,10 @@ from real_weights import Weights  # noqa: E402
 
 GGUF_TYPES = ("Q8_0", "Q4_0", "Q4_K_M")  # llama.cpp's quantizer
 MLX_TYPES = ("mlx-4bit",)                # mlx_lm.utils.quantize_model, affine, group MLX_GROUP
-TYPES = GGUF_TYPES + MLX_TYPES
+TORCHAO_TYPES = ("torchao-int4",)        # transformers' TorchAoConfig, int4 weight-only, group TORCHAO_GROUP
+TYPES = GGUF_TYPES + MLX_TYPES + TORCHAO_TYPES
 MLX_GROUP = 64
+TORCHAO_GROUP = 32
 BLOCK_WIDTH = 256  # ggml's QK_K: a K-quant super-block
 WIDTHS = ("reduced", "blocks")
 
@@ -127,6 +132,23 @@ def mlx_quantized(float_dir: Path, directory: Path, bits: int) -> Path:
     return target
 
 
+def torchao_quantized(float_dir: Path, directory: Path) -> Path:
+    """`directory`/torchao: the float model loaded in bf16 with transformers' TorchAoConfig
+    (IntxWeightOnlyConfig int4, PerGroup(32): torchao's int4 weight-only path that runs on a CPU),
+    saved by save_pretrained, as a transformers user makes one; lm_head (tied to the embedding) kept."""
+    import torch
+    from torchao.quantization import IntxWeightOnlyConfig
+    from torchao.quantization.granularity import PerGroup
+    from transformers import AutoModelForCausalLM, TorchAoConfig
+
+    config = TorchAoConfig(IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(TORCHAO_GROUP)),
+                           modules_to_not_convert=["lm_head"])
+    model = AutoModelForCausalLM.from_pretrained(float_dir, dtype=torch.bfloat16, quantization_config=config)
+    target = directory / "torchao"
+    model.save_pretrained(target)
+    return target
+
+
 def quantized_case(float_dir: Path, quant: str, directory: Path, config: dict, seed: int, device: str,
                    gguf: Path | None = None) -> Path:
     """`directory`: the quantized model (the GGUF file `gguf`, moved there, or MLX's, made there), its
@@ -137,13 +159,20 @@ def quantized_case(float_dir: Path, quant: str, directory: Path, config: dict, s
     if gguf is not None:
         command = [str(HERE / "gguf_dequantized.py"), str(float_dir), "--float", str(f32_gguf(float_dir)),
                    "--quantized", str(gguf), "--out", str(directory)]
-    else:
+    elif quant in MLX_TYPES:
         bits = int(quant.removeprefix("mlx-").removesuffix("bit"))
         with tempfile.TemporaryDirectory(prefix="quantized_cases.") as work:
             stored = mlx_quantized(float_dir, Path(work), bits)
             directory.mkdir(parents=True)
             shutil.move(str(stored), directory / "mlx")
         command = [str(HERE / "mlx_dequantized.py"), str(float_dir), "--mlx", str(directory / "mlx"), "--out", str(directory)]
+    else:
+        with tempfile.TemporaryDirectory(prefix="quantized_cases.") as work:
+            stored = torchao_quantized(float_dir, Path(work))
+            directory.mkdir(parents=True)
+            shutil.move(str(stored), directory / "torchao")
+        command = [str(HERE / "torchao_dequantized.py"), str(float_dir), "--torchao", str(directory / "torchao"),
+                   "--out", str(directory)]
     status = subprocess.run([sys.executable, *command], capture_output=True, text=True)
     if not (directory / "model.safetensors").is_file():  # unreadable or unmatched: nothing to judge against
         raise SystemExit(f"quantized_cases: {Path(command[0]).name} refused {quant}: {status.stderr.strip()}")
@@ -187,7 +216,7 @@ def main(argv: list[str]) -> int:
     for quant in args.types:
         start = time.monotonic()
         directory = args.out / f"{label}-{quant}"
-        if quant in MLX_TYPES:
+        if quant in MLX_TYPES + TORCHAO_TYPES:
             goldens.append(quantized_case(float_dir, quant, directory, config, args.seed, args.device))
             print(f"{goldens[-1]}: {time.monotonic() - start:.1f} s", flush=True)
             continue

@@ -22,6 +22,8 @@
 #   llama-cpp           llama-cpp-python 0.3.36 built from its sdist (CPU, AVX2, about 2.5 minutes on 2
 #                       cores), and the sdist's convert_hf_to_gguf.py with the gguf-py it is released with
 #                       (PyPI's gguf 0.19.0 is older than the converter's)
+#   torchao             torchao 0.18.0 (its int4 weight-only path that runs on a CPU, IntxWeightOnlyConfig),
+#                       for transformers' TorchAoConfig
 # All of them: about 3 minutes on a 2-core machine (llama-cpp's build is nearly all of it).
 set -euo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
@@ -38,6 +40,7 @@ declare -A ENVS=(
   [mlx-lm]="mlx-lm==0.32.2 mlx==0.32.4 mlx-cpu==0.32.4"
   [keras-hub]="keras-hub==0.32.0 keras==3.15.1 absl-py==2.5.1 optree==0.20.0 ml-dtypes==0.6.0 rich==15.0.0 packaging==26.4 regex==2026.11.19 tokenizers==0.23.3 sentencepiece==0.2.3"
   [llama-cpp]="diskcache==5.6.3"
+  [torchao]="torchao==0.18.0"
 )
 LLAMA_CPP_SDIST=llama_cpp_python-0.3.36.tar.gz
 LLAMA_CPP_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e

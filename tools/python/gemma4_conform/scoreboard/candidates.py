@@ -92,7 +92,11 @@ def quantized_width(quant: str) -> str:
 
 def stored_model(case: Path, quant: str) -> list[str]:
     """The adapter's option naming the quantized model quantized_cases.py stored in the case."""
-    return ["--mlx-model", str(case / "mlx")] if quant.startswith("mlx-") else ["--gguf", str(case / f"model.{quant}.gguf")]
+    if quant.startswith("mlx-"):
+        return ["--mlx-model", str(case / "mlx")]
+    if quant.startswith("torchao-"):
+        return ["--torchao-model", str(case / "torchao")]
+    return ["--gguf", str(case / f"model.{quant}.gguf")]
 
 
 def _envelope(measurements: list[dict]) -> dict:

@@ -134,6 +134,12 @@ SUBJECTS: tuple[Subject, ...] = (
             forward_only=True, quantization="mlx-4bit",
             note="mlx-lm on MLX's CPU build, the model mlx_lm.utils.quantize_model makes in bf16 (as mlx_lm.convert -q), "
                  "loaded by mlx_lm.utils.load_model, judged against the reference on its dequantized weights"),
+    Subject("transformers + torchao", "int4 weight-only (group 32)", SubjectKind.QUANTIZED,
+            "impl/third_party/torchao_candidate.py", version_of="torchao", site=".cache/pinned/torchao",
+            packages=("torchao",), devices=("cpu",), forward_only=True, quantization="torchao-int4",
+            note="transformers 5.17 with TorchAoConfig(IntxWeightOnlyConfig(int4, PerGroup(32))), saved by "
+                 "save_pretrained and loaded by from_pretrained in bf16, judged against the reference on its "
+                 "dequantized weights"),
     _ours("reference", "our reference decoder (LibTorch, eager ops)"),
     _ours("cuda", "our fused Hopper kernels", cuda=True),
     _ours("cuda-deterministic", "our fused kernels, deterministic backward", cuda=True),
