@@ -234,9 +234,63 @@ def main() -> int:
           f"{', '.join(generated) or 'none'}")
     # The dequantized checkpoint is written either way (it is what the implementation loads); a
     # tensor quantization cannot explain (zeroed, foreign, scaled) fails the file itself.
+    return verdict(records, "gguf_dequantized")
+
+
+def tensor_record(name: str, stored_type: str, w: np.ndarray, q: np.ndarray, bound: np.ndarray) -> TensorRecord:
+    """The record of checkpoint tensor `name` (stored under the same name) dequantized to `q`, its
+    change against `bound` per element (0/0 counts as 0)."""
+    change = np.abs(w.astype(np.float64) - q.astype(np.float64)).reshape(-1)
+    over = np.where(bound > 0, change / np.where(bound > 0, bound, 1.0), np.where(change > 0, np.inf, 0.0))
+    return TensorRecord(name, name, stored_type, float(change.max(initial=0.0)), float(np.abs(w).max(initial=0.0)),
+                        float((change ** 2).sum() / max(float((w.astype(np.float64) ** 2).sum()), 1e-300)),
+                        float(over.max(initial=0.0)))
+
+
+KEPT = "kept"  # a checkpoint tensor the quantized model leaves out because nothing reads it
+
+
+def dequantized_state(checkpoint: dict[str, np.ndarray], one, source: Path) -> tuple[dict, list[TensorRecord]]:
+    """For a format that keeps the checkpoint's names (MLX, torchao): each checkpoint tensor through
+    `one(name, w)`, which gives (dequantized value, stored type, bound per element), KEPT (left as
+    it is, unread) or None (the model has no such tensor: refused by name)."""
+    state, records, missing = {}, [], []
+    for name, w in sorted(checkpoint.items()):
+        got = one(name, w)
+        if got is None:
+            missing.append(name)
+        elif got is KEPT:
+            state[name] = w
+        else:
+            value, stored_type, bound = got
+            state[name] = np.asarray(value, np.float32).reshape(w.shape)
+            records.append(tensor_record(name, stored_type, w, value, bound))
+    if missing:
+        raise SystemExit(f"{source}: no tensor for {', '.join(missing)} (another model, or dropped by the export)")
+    return state, records
+
+
+def dequantizer_main(argv: list[str], doc: str, option: str, what: str, dequantize, tool: str) -> int:
+    """The command line of a dequantizer of another format (mlx_dequantized.py, torchao_dequantized.py):
+    CHECKPOINT --OPTION MODEL_DIR --out DIR; `dequantize(model_dir, checkpoint)` gives (state, records)."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0], epilog=doc,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("checkpoint", type=Path, help="the Hugging Face checkpoint the quantized model was made from")
+    p.add_argument(f"--{option}", dest="model", type=Path, required=True, help=what)
+    p.add_argument("--out", type=Path, required=True, help="the dequantized checkpoint's directory")
+    args = p.parse_args(argv)
+    state, records = dequantize(args.model, load_checkpoint(args.checkpoint))
+    write(args.out, args.checkpoint, state, records, [])
+    worst = max((r.bound_ratio for r in records if r.bound_ratio is not None), default=0.0)
+    print(f"wrote {args.out}: {len(records)} tensors, worst change / bound {worst:.3f}")
+    return verdict(records, tool)
+
+
+def verdict(records: list[TensorRecord], tool: str) -> int:
+    """1, naming them, when a tensor moved further than quantization to its type can; else 0."""
     over = [r for r in records if r.bound_ratio is not None and r.bound_ratio > 1]
     if over:
-        print(f"gguf_dequantized: {len(over)} tensor(s) moved further than quantization to their type can: " +
+        print(f"{tool}: {len(over)} tensor(s) moved further than quantization to their type can: " +
               ", ".join(f"{r.checkpoint_name} ({r.stored_type}, {r.bound_ratio:.3g}x its bound)" for r in over),
               file=sys.stderr)
         return 1

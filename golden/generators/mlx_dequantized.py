@@ -25,7 +25,6 @@ half their spacing. Beyond: exit 1 naming the tensors (zeroed, scaled, foreign).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -33,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gguf_dequantized import TensorRecord, load_checkpoint, write  # noqa: E402
+from gguf_dequantized import KEPT, TensorRecord, dequantized_state, dequantizer_main  # noqa: E402
 
 ARITHMETIC_MARGIN = 2.0 ** -20  # of the group's range: fp32 rounding of s, β and s q + β
 
@@ -71,6 +70,7 @@ def float_bound(w: np.ndarray, stored_type: str) -> np.ndarray:
 
 
 def dequantized_checkpoint(mlx_dir: Path, checkpoint: dict[str, np.ndarray]) -> tuple[dict, list[TensorRecord]]:
+    """(the checkpoint with each tensor as the MLX model holds it, dequantized; a record per tensor)."""
     import mlx.core as mx
 
     quantization = json.loads((mlx_dir / "config.json").read_text()).get("quantization")
@@ -83,56 +83,25 @@ def dequantized_checkpoint(mlx_dir: Path, checkpoint: dict[str, np.ndarray]) -> 
     for path in sorted(mlx_dir.glob("model*.safetensors")):
         stored.update(mx.load(str(path)))
     kind = f"mlx {mode} {bits}-bit g{group_size}"
-    state, records, missing = {}, [], []
-    for name, w in sorted(checkpoint.items()):
+
+    def one(name: str, w: np.ndarray):
         base = name.removesuffix(".weight")
         if f"{base}.scales" in stored:
             q = mx.dequantize(stored[name], stored[f"{base}.scales"], stored.get(f"{base}.biases"), group_size, bits)
-            q = np.array(q.astype(mx.float32)).reshape(w.shape)
-            change = np.abs(w.astype(np.float64) - q).reshape(-1)
             unit = ROUNDING[str(stored[f"{base}.scales"].dtype).removeprefix("mlx.core.")]
-            bound = affine_bound(w, group_size, bits, unit)
-            ratio = float(np.where(bound > 0, change / np.where(bound > 0, bound, 1), np.where(change > 0, np.inf, 0)).max())
-            stored_type = kind
-        elif name in stored:
-            q = np.array(stored[name].astype(mx.float32)).reshape(w.shape)
-            change = np.abs(w.astype(np.float64) - q).reshape(-1)
+            return np.array(q.astype(mx.float32)), kind, affine_bound(w, group_size, bits, unit)
+        if name in stored:
             stored_type = str(stored[name].dtype).removeprefix("mlx.core.")
-            bound = float_bound(w, stored_type)
-            ratio = float(np.where(bound > 0, change / np.where(bound > 0, bound, 1), np.where(change > 0, np.inf, 0)).max())
-        elif any(s in name for s in (".self_attn.k_proj.", ".self_attn.v_proj.", ".self_attn.k_norm.")):
-            state[name] = w  # a KV-shared layer's unused K/V: mlx-lm drops it, no implementation reads it
-            continue
-        else:
-            missing.append(name)
-            continue
-        state[name] = q.astype(np.float32)
-        records.append(TensorRecord(name, name, stored_type, float(change.max(initial=0.0)),
-                                    float(np.abs(w).max(initial=0.0)),
-                                    float((change ** 2).sum() / max(float((w.astype(np.float64) ** 2).sum()), 1e-300)),
-                                    ratio))
-    if missing:
-        raise SystemExit(f"{mlx_dir}: no tensor for {', '.join(missing)} (another model, or dropped by the export)")
-    return state, records
+            return np.array(stored[name].astype(mx.float32)), stored_type, float_bound(w, stored_type)
+        if any(s in name for s in (".self_attn.k_proj.", ".self_attn.v_proj.", ".self_attn.k_norm.")):
+            return KEPT  # a KV-shared layer's unused K/V: mlx-lm drops it, no implementation reads it
+        return None
+
+    return dequantized_state(checkpoint, one, mlx_dir)
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("checkpoint", type=Path, help="the Hugging Face checkpoint the MLX model was made from")
-    p.add_argument("--mlx", type=Path, required=True, help="the quantized MLX model directory")
-    p.add_argument("--out", type=Path, required=True, help="the dequantized checkpoint's directory")
-    args = p.parse_args(argv)
-    state, records = dequantized_checkpoint(args.mlx, load_checkpoint(args.checkpoint))
-    write(args.out, args.checkpoint, state, records, [])
-    over = [r for r in records if r.bound_ratio is not None and r.bound_ratio > 1]
-    worst = max((r.bound_ratio for r in records if r.bound_ratio is not None), default=0.0)
-    print(f"wrote {args.out}: {len(records)} tensors, worst change / bound {worst:.3f}")
-    if over:
-        print(f"mlx_dequantized: {len(over)} tensor(s) moved further than quantization can: " +
-              ", ".join(f"{r.checkpoint_name} ({r.bound_ratio:.3g}x its bound)" for r in over), file=sys.stderr)
-        return 1
-    return 0
+    return dequantizer_main(argv, __doc__, "mlx", "the quantized MLX model directory", dequantized_checkpoint, "mlx_dequantized")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ Unquantized tensors stored in bf16 may move by half their spacing. Beyond: exit 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gguf_dequantized import TensorRecord, load_checkpoint, write  # noqa: E402
+from gguf_dequantized import TensorRecord, dequantized_state, dequantizer_main  # noqa: E402
 from mlx_dequantized import float_bound  # noqa: E402
 
 UNIT = 2.0 ** -8  # bf16's relative rounding
@@ -39,11 +38,8 @@ def int4_bound(w: np.ndarray, group: int) -> np.ndarray:
     return np.broadcast_to(bound, groups.shape).reshape(-1)
 
 
-def ratio_of(change: np.ndarray, bound: np.ndarray) -> float:
-    return float(np.where(bound > 0, change / np.where(bound > 0, bound, 1), np.where(change > 0, np.inf, 0)).max(initial=0))
-
-
 def dequantized_checkpoint(model_dir: Path, checkpoint: dict[str, np.ndarray]) -> tuple[dict, list[TensorRecord]]:
+    """(the checkpoint with each tensor as the torchao model holds it, dequantized; a record per tensor)."""
     from safetensors import safe_open
 
     stored, layouts = {}, {}
@@ -51,8 +47,8 @@ def dequantized_checkpoint(model_dir: Path, checkpoint: dict[str, np.ndarray]) -
         with safe_open(str(path), framework="pt") as f:
             layouts.update({k: json.loads(v) for k, v in (f.metadata() or {}).items() if v.startswith("{")})
             stored.update({k: f.get_tensor(k) for k in f.keys()})
-    state, records, missing = {}, [], []
-    for name, w in sorted(checkpoint.items()):
+
+    def one(name: str, w: np.ndarray):
         module = name.removesuffix(".weight")
         if f"{module}._weight_qdata" in stored:
             layout = layouts.get(name, {}).get("_data", {})
@@ -64,45 +60,17 @@ def dequantized_checkpoint(model_dir: Path, checkpoint: dict[str, np.ndarray]) -
             q = stored[f"{module}._weight_qdata"].double()
             scale = stored[f"{module}._weight_scale"].double().repeat_interleave(group, dim=-1)
             zero = stored[f"{module}._weight_zero_point"].double().repeat_interleave(group, dim=-1)
-            value = ((q - zero) * scale).numpy().reshape(w.shape)
-            bound, stored_type = int4_bound(w, group), f"torchao int4 g{group}"
-        elif name in stored:
-            value = stored[name].double().numpy().reshape(w.shape)
+            return ((q - zero) * scale).numpy(), f"torchao int4 g{group}", int4_bound(w, group)
+        if name in stored:
             stored_type = str(stored[name].dtype).removeprefix("torch.")
-            bound = float_bound(w, stored_type)
-        elif name == "lm_head.weight":
-            continue  # tied to the embedding: not stored
-        else:
-            missing.append(name)
-            continue
-        change = np.abs(w.astype(np.float64) - value).reshape(-1)
-        state[name] = value.astype(np.float32)
-        records.append(TensorRecord(name, name, stored_type, float(change.max(initial=0.0)),
-                                    float(np.abs(w).max(initial=0.0)),
-                                    float((change ** 2).sum() / max(float((w.astype(np.float64) ** 2).sum()), 1e-300)),
-                                    ratio_of(change, bound)))
-    if missing:
-        raise SystemExit(f"{model_dir}: no tensor for {', '.join(missing)} (another model, or dropped by the export)")
-    return state, records
+            return stored[name].double().numpy(), stored_type, float_bound(w, stored_type)
+        return None
+
+    return dequantized_state(checkpoint, one, model_dir)
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("checkpoint", type=Path, help="the Hugging Face checkpoint the torchao model was made from")
-    p.add_argument("--torchao", type=Path, required=True, help="the quantized model directory (save_pretrained)")
-    p.add_argument("--out", type=Path, required=True, help="the dequantized checkpoint's directory")
-    args = p.parse_args(argv)
-    state, records = dequantized_checkpoint(args.torchao, load_checkpoint(args.checkpoint))
-    write(args.out, args.checkpoint, state, records, [])
-    over = [r for r in records if r.bound_ratio is not None and r.bound_ratio > 1]
-    worst = max((r.bound_ratio for r in records if r.bound_ratio is not None), default=0.0)
-    print(f"wrote {args.out}: {len(records)} tensors, worst change / bound {worst:.3f}")
-    if over:
-        print(f"torchao_dequantized: {len(over)} tensor(s) moved further than quantization can: " +
-              ", ".join(f"{r.checkpoint_name} ({r.bound_ratio:.3g}x its bound)" for r in over), file=sys.stderr)
-        return 1
-    return 0
+    return dequantizer_main(argv, __doc__, "torchao", "the quantized model directory (save_pretrained)", dequantized_checkpoint, "torchao_dequantized")
 
 
 if __name__ == "__main__":

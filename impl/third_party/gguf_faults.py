@@ -15,6 +15,8 @@ FAULT is one of (`--help` lists them with the bug each stands for):
                          folded into the stored weights again (vllm-project/vllm #39407's class)
   one-corrupted-block    one block of layer 0's attn_q with its scale 16 times too large (a kernel or
                          exporter writing one block of a type wrongly: ggml-org/llama.cpp #27007's class)
+  expert-zeroed          expert 0 of the first quantized expert tensor all zero (MoE models: experts
+                         dropped at export, z-lab/paroquant #53)
 
 softcap-not-from-file changes what the engine computes from a correct file, so it must fail the
 outputs' conformance; the others change the file, so the golden made from that file carries the
@@ -99,8 +101,19 @@ def one_corrupted_block(reader) -> str:
     return "blk.0.attn_q.weight: block 0's scale x 16"
 
 
+def expert_zeroed(reader) -> str:
+    from gguf import GGML_QUANT_SIZES
+
+    t = next((t for t in reader.tensors if "_exps" in t.name and t.tensor_type in GGML_QUANT_SIZES
+              and t.tensor_type.name not in ("F32", "F16", "BF16")), None)
+    if t is None:
+        raise SystemExit("gguf_faults: no quantized expert tensor in the file (not an MoE model)")
+    t.data[0] = 0  # codes and scales of expert 0: every value dequantizes to 0
+    return f"{t.name}: expert 0 zeroed ({t.tensor_type.name})"
+
+
 FAULTS = {"softcap-not-from-file": softcap_not_from_file, "k-as-v-global": k_as_v_global,
-          "scales-twice": scales_twice, "one-corrupted-block": one_corrupted_block}
+          "scales-twice": scales_twice, "one-corrupted-block": one_corrupted_block, "expert-zeroed": expert_zeroed}
 
 
 def main(argv: list[str]) -> int:

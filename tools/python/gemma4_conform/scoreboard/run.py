@@ -47,12 +47,14 @@ def version(subject: Subject, ours: str) -> str:
         return subject.fixed_version
     if not subject.version_of:
         return ours
+    if subject.site:  # the pinned environment's own copy, else this environment's (a package it adds to)
+        pinned = [d.version for d in importlib.metadata.distributions(path=[str((DATA / subject.site).resolve())])
+                  if d.metadata["Name"].lower() == subject.version_of]
+        if pinned:
+            return pinned[0]
     try:
-        if subject.site:  # the pinned environment's own copy
-            return next(d.version for d in importlib.metadata.distributions(path=[str((DATA / subject.site).resolve())])
-                        if d.metadata["Name"].lower() == subject.version_of)
         return importlib.metadata.version(subject.version_of)
-    except (StopIteration, importlib.metadata.PackageNotFoundError):
+    except importlib.metadata.PackageNotFoundError:
         return "not installed"
 
 

@@ -129,6 +129,11 @@ SUBJECTS: tuple[Subject, ...] = (
               note=f"llama-cpp-python's CPU backend on a {quant} GGUF made by llama.cpp's converter and quantizer "
                    "(f16 KV cache), judged against the reference on that file's dequantized weights")
       for quant in QUANTIZATIONS),
+    Subject("transformers", "GGUF loader, Q8_0 (gguf_file=)", SubjectKind.QUANTIZED,
+            "impl/third_party/transformers_gguf_candidate.py", version_of="transformers", site=".cache/pinned/llama-cpp",
+            packages=("llama_cpp",), devices=("cpu",), forward_only=True, quantization="Q8_0",
+            note="transformers' from_pretrained(dir, gguf_file=...) on the Q8_0 GGUF llama.cpp makes (its metadata for "
+                 "the config, gguf-py dequantizing), in bf16; llama.cpp's pinned environment makes the file"),
     Subject("mlx-lm", "4-bit (MLX affine, group 64)", SubjectKind.QUANTIZED, "impl/third_party/mlx_lm_candidate.py",
             version_of="mlx-lm", site=".cache/pinned/mlx-lm", packages=("mlx", "mlx_lm"), devices=("cpu",),
             forward_only=True, quantization="mlx-4bit",
