@@ -46,6 +46,7 @@ OUTTYPES = {"f32": "f32", "bf16": "bf16", "f16": "f16"}  # converter --outtype p
 # llama.cpp's quantization types (enum llama_ftype in llama.h): what llama-quantize's names mean.
 QUANT_FTYPES = {"Q8_0": 7, "Q4_0": 2, "Q4_K_M": 15}
 THREADS = 2
+DECODE_UBATCH = 64  # --decode-from: the prefill's ubatch, and so the headroom of llama.cpp's sliding-window cache
 
 
 def converter_script() -> Path:
@@ -136,9 +137,13 @@ def last_error(stderr: str, status: int) -> str:
 KV_CACHE_TYPES = {"f32": 0, "f16": 1, "bf16": 30}
 
 
-def logits_per_row(gguf_path: Path, ids: np.ndarray, sequences: list, dtype: str | None, vocab: int) -> np.ndarray:
+def logits_per_row(gguf_path: Path, ids: np.ndarray, sequences: list, dtype: str | None, vocab: int,
+                   decode_from: int | None = None) -> np.ndarray:
     """[B, S, V] float32: each sequence (Case.sequences(): row, token indices) evaluated alone from position 0,
     padding left 0. `dtype` None: llama.cpp's default KV cache (f16), what a quantized model's users run.
+    `decode_from` P: a sequence's first P tokens in one batch, then one token a call through llama.cpp's
+    KV cache with its sliding layers in their rotating window-sized cache (swa_full off), teacher-forced:
+    the logits of the positions from P on come from the decode path.
 
     transformers numbers a left-padded row's positions from the padding on; RoPE only sees position
     differences and the sliding window only distances, so starting the real tokens at 0 is the same model."""
@@ -152,9 +157,13 @@ def logits_per_row(gguf_path: Path, ids: np.ndarray, sequences: list, dtype: str
     try:
         with contextlib.redirect_stderr(log):
             # One ubatch holds a whole row; flash attention off and a full-size SWA cache: the plain
-            # attention path, no sliding-window cache eviction within a row.
-            llm = llama_cpp.Llama(str(gguf_path), n_ctx=seq, n_batch=seq, n_ubatch=seq, n_threads=THREADS,
-                                  n_threads_batch=THREADS, logits_all=True, flash_attn=False, swa_full=True,
+            # attention path, no sliding-window cache eviction within a row (unless decoding).
+            # Decoding: ubatches of DECODE_UBATCH, so that the sliding layers' cache (window + ubatch
+            # cells) is smaller than a sequence and wraps during the steps.
+            llm = llama_cpp.Llama(str(gguf_path), n_ctx=seq, n_batch=seq,
+                                  n_ubatch=seq if decode_from is None else DECODE_UBATCH, n_threads=THREADS,
+                                  n_threads_batch=THREADS, logits_all=True, flash_attn=False,
+                                  swa_full=decode_from is None,
                                   type_k=KV_CACHE_TYPES[dtype or "f16"], type_v=KV_CACHE_TYPES[dtype or "f16"],
                                   verbose=True)
     except ValueError as why:  # the loader refused the converter's own GGUF: a failure, quoted
@@ -167,7 +176,11 @@ def logits_per_row(gguf_path: Path, ids: np.ndarray, sequences: list, dtype: str
     logits = np.zeros((*ids.shape, vocab), dtype=np.float32)
     for b, index in sequences:
         llm.reset()  # n_tokens = 0: eval() then drops every cached position of the previous sequence
-        llm.eval([int(t) for t in ids[b][index]])
+        tokens = [int(t) for t in ids[b][index]]
+        prefill = len(tokens) if decode_from is None else min(decode_from, len(tokens))
+        llm.eval(tokens[:prefill])
+        for token in tokens[prefill:]:
+            llm.eval([token])  # one decode step
         logits[b, index] = llm.scores[: len(index)]
     llm.close()
     return logits
@@ -179,6 +192,9 @@ def main() -> int:
         parser.add_argument("--keep", type=Path, help="with --quantize: keep the F32 and quantized GGUF files here")
         parser.add_argument("--gguf", type=Path, help="run this GGUF file as it is (a quantized case's, "
                             "golden/generators/quantized_cases.py), with llama.cpp's default f16 KV cache")
+        parser.add_argument("--decode-from", type=int, metavar="P",
+                            help="each sequence's tokens from P on one at a time through llama.cpp's KV cache "
+                                 "(its rotating sliding-window cache), teacher-forced")
 
     args = arguments(__doc__.split("\n\n")[0], options)
     if args.keep and not args.quantize:
@@ -210,7 +226,7 @@ def main() -> int:
         else:
             gguf_path = convert(checkpoint, Path(work), args.dtype)
         logits = logits_per_row(gguf_path, ids, case.sequences(), None if args.gguf else args.dtype,
-                                case.config["vocab_size"])
+                                case.config["vocab_size"], args.decode_from)
     if not np.isfinite(logits).all():
         raise RuntimeError("llama.cpp returned non-finite logits")
     tree = {"outputs/logits": logits}

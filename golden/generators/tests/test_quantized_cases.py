@@ -3,7 +3,8 @@
 width), llama.cpp's converter and quantizer make its Q8_0 GGUF, the bf16 golden is computed on that
 file's dequantized weights, and llama.cpp (llama-cpp-python) runs the file:
 
-- the legitimate subject: llama.cpp on its own Q8_0 file passes, the envelope is reported;
+- the legitimate subject: llama.cpp on its own Q8_0 file passes, the envelope is reported, and so does
+  its decode path (one token a step through its KV cache, its sliding ring wrapping);
 - a runtime fault: the same weights with the soft-cap in the file's metadata changed (llama.cpp then
   runs another cap than the model's) fails the outputs against the same golden;
 - a file fault: the file with every ffn_down block scale applied twice fails the weight rows, by
@@ -53,11 +54,13 @@ def cases(tmp_path_factory) -> Path:
     return out
 
 
-def judge(cases: Path, case: str, gguf: Path, golden_case: str | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+def judge(cases: Path, case: str, gguf: Path, golden_case: str | None = None,
+          *adapter_options: str) -> tuple[subprocess.CompletedProcess, dict]:
     """llama.cpp on `gguf` with `case`'s inputs, judged against `golden_case`'s golden (default `case`)."""
     directory, golden = cases / case, cases / (golden_case or case) / "golden.bf16.h5"
     candidate, report = directory / "candidate.h5", directory / "report.json"
-    run(sys.executable, ADAPTER, directory, "--gguf", gguf, "--dtype", "bf16", "--forward-only", "--out", candidate)
+    run(sys.executable, ADAPTER, directory, "--gguf", gguf, "--dtype", "bf16", "--forward-only", "--out", candidate,
+        *adapter_options)
     proc = run(CLI, "golden", "check", golden, candidate, "--forward-only", "--envelope", cases / "e2b" / "golden.f32.h5",
                "--report", report, check=False)
     print(proc.stdout)  # both errors and the bounds, before any assertion
@@ -77,6 +80,16 @@ def test_llama_cpp_on_its_own_q8_0_file_passes(cases: Path):
     assert len(weights) > 100 and all(r["status"] == "pass" for r in weights)
     names = {m["name"] for m in report["measurements"]}
     assert {"envelope/all/kld_mean", "envelope/beyond_window/top1_agreement", "quantization/all/kld_max"} <= names
+
+
+def test_llama_cpp_decoding_through_its_kv_cache_passes(cases: Path):
+    """From 40 tokens before the window edge on, one token a step through llama.cpp's cache, whose
+    sliding layers keep a window-sized ring that wraps during the steps: the same golden judges them."""
+    window = json.loads((cases / "e2b-Q8_0" / "config.json").read_text())["sliding_window"]
+    proc, report = judge(cases, "e2b-Q8_0", cases / "e2b-Q8_0" / "model.Q8_0.gguf", None,
+                         "--decode-from", str(window - 40))
+    assert proc.returncode == 0, proc.stdout
+    assert all(r["value"] <= r["bound"] for r in rows(report, "outputs/logits") if r["metric"] in ("max_abs", "rms"))
 
 
 def test_softcap_not_from_the_file_fails_the_outputs(cases: Path):

@@ -11,6 +11,7 @@ the implementation's last error line (a loader that refuses the checkpoint fails
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -112,7 +113,9 @@ def quantized_report(subject, device: str, timeout: float, env: dict) -> tuple[d
     """A quantized subject's report and envelope: the model made and quantized (quantized_cases.py, in
     the subject's environment: llama.cpp's converter and quantizer), the bf16 golden's baseline filled
     (golden baseline), the adapter run on the quantized file, then judge() with the float model's
-    golden for the envelope. Every step that fails is one failing row with its last error line."""
+    golden for the envelope; a subject that decodes (Subject.decode_from_window_edge) is run again
+    decoding from 40 tokens before the window edge, judged by the same golden (a third test). Every
+    step that fails is one failing row with its last error line."""
     from .. import judge
 
     quant, width = subject.quantization, quantized_width(subject.quantization)
@@ -141,7 +144,19 @@ def quantized_report(subject, device: str, timeout: float, env: dict) -> tuple[d
                 return {"runs": [{"results": [_row(test, _core.Status.FAIL, why)]}]}, {}
         verdict = judge(case / "golden.bf16.h5", case / "candidate.h5", forward_only=True,
                         envelope=Path(work) / label / "golden.f32.h5").to_dict()["runs"][0]
-    # Two tests: the outputs against the dequantized reference, and the file's tensors against their types.
-    rows = [{**r, "category": "golden", "test": f"{test}/weights" if r["test"].startswith("weights/") else test,
-             "case": r["test"].removeprefix("weights/")} for r in verdict["results"]]
+        # Two tests: the outputs against the dequantized reference, and the file's tensors against their types.
+        rows = [{**r, "category": "golden", "test": f"{test}/weights" if r["test"].startswith("weights/") else test,
+                 "case": r["test"].removeprefix("weights/")} for r in verdict["results"]]
+        if subject.decode_from_window_edge:  # a third: the same outputs through the decode path
+            window = json.loads((case / "config.json").read_text())["sliding_window"]
+            command = [*steps[-1][1], "--decode-from", str(window - 40)]
+            command[command.index("--out") + 1] = str(case / "decoded.h5")
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+            if proc.returncode != 0:
+                rows.append(_row(f"{test}/decode", _core.Status.FAIL,
+                                 f"the adapter, decoding: exit {proc.returncode}: {_last_error(proc.stderr + proc.stdout)}"))
+            else:
+                decoded = judge(case / "golden.bf16.h5", case / "decoded.h5", forward_only=True).to_dict()["runs"][0]
+                rows += [{**r, "category": "golden", "test": f"{test}/decode", "case": r["test"]}
+                         for r in decoded["results"] if not r["test"].startswith("weights/")]
     return {"runs": [{"results": rows}]}, _envelope(verdict.get("measurements", []))

@@ -54,6 +54,7 @@ class Subject:
     adapter_args: tuple[str, ...] = ()   # CANDIDATE: more arguments for the adapter
     forward_only: bool = False   # CANDIDATE: judged on logits (and loss) only: it has no backward
     quantization: str = ""       # QUANTIZED: the type (llama.cpp's Q8_0, Q4_0, Q4_K_M), the row's dtype
+    decode_from_window_edge: bool = False  # QUANTIZED: its adapter also decodes (--decode-from), judged too
 
     @property
     def name(self) -> str:
@@ -125,9 +126,10 @@ SUBJECTS: tuple[Subject, ...] = (
                 "forward logits only", forward_only=True),
     *(Subject("llama.cpp", f"{quant} (GGUF)", SubjectKind.QUANTIZED, "impl/third_party/llama_cpp_candidate.py",
               version_of="llama_cpp_python", site=".cache/pinned/llama-cpp", packages=("llama_cpp",), devices=("cpu",),
-              forward_only=True, quantization=quant,
+              forward_only=True, quantization=quant, decode_from_window_edge=True,
               note=f"llama-cpp-python's CPU backend on a {quant} GGUF made by llama.cpp's converter and quantizer "
-                   "(f16 KV cache), judged against the reference on that file's dequantized weights")
+                   "(f16 KV cache), judged against the reference on that file's dequantized weights, in one batch "
+                   "and decoding one token a step from 40 tokens before the window edge")
       for quant in QUANTIZATIONS),
     Subject("transformers", "GGUF loader, Q8_0 (gguf_file=)", SubjectKind.QUANTIZED,
             "impl/third_party/transformers_gguf_candidate.py", version_of="transformers", site=".cache/pinned/llama-cpp",
