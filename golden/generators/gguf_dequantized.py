@@ -92,6 +92,15 @@ def type_bound(w: np.ndarray, ggml_type: str) -> np.ndarray | None:
     return amax / 8 + 8 * f16_rounding(amax / 8)
 
 
+# A framework's float dtype names (MLX, torch) as GGML's, for type_bound.
+FLOAT_TYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}
+
+
+def float_bound(w: np.ndarray, dtype_name: str) -> np.ndarray:
+    """type_bound of an unquantized tensor stored in a framework's float dtype ("bfloat16", ...)."""
+    return type_bound(w, FLOAT_TYPES[dtype_name])
+
+
 def f16_rounding(v: np.ndarray) -> np.ndarray:
     """The most rounding v to f16 moves it (r above)."""
     return np.maximum(v * F16_ROUNDING, 2.0 ** -25)

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gguf_dequantized import KEPT, TensorRecord, dequantized_state, dequantizer_main  # noqa: E402
+from gguf_dequantized import KEPT, TensorRecord, dequantized_state, dequantizer_main, float_bound  # noqa: E402
 
 ARITHMETIC_MARGIN = 2.0 ** -20  # of the group's range: fp32 rounding of s, β and s q + β
 
@@ -56,17 +56,6 @@ def affine_bound(w: np.ndarray, group_size: int, bits: int, unit: float) -> np.n
 
 
 ROUNDING = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11, "float32": 0.0}
-
-
-def float_bound(w: np.ndarray, stored_type: str) -> np.ndarray:
-    """Per element, what storing w in a float type may move it: half its spacing (bf16 keeps 8
-    significant bits, f16 11 with subnormals below 2^-14); float32 exactly."""
-    a = np.abs(w.astype(np.float64)).reshape(-1)
-    if stored_type == "bfloat16":
-        return a * 2.0 ** -8
-    if stored_type == "float16":
-        return np.maximum(a * 2.0 ** -11, 2.0 ** -25)
-    return np.zeros_like(a)
 
 
 def dequantized_checkpoint(mlx_dir: Path, checkpoint: dict[str, np.ndarray]) -> tuple[dict, list[TensorRecord]]:

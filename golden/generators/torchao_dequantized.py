@@ -25,8 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gguf_dequantized import TensorRecord, dequantized_state, dequantizer_main  # noqa: E402
-from mlx_dequantized import float_bound  # noqa: E402
+from gguf_dequantized import TensorRecord, dequantized_state, dequantizer_main, float_bound  # noqa: E402
 
 UNIT = 2.0 ** -8  # bf16's relative rounding
 
