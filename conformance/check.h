@@ -30,8 +30,9 @@ struct SuiteOptions {
 class Reporter {
  public:
   using Sink = std::function<void(Result)>;
-  Reporter(std::string test, Category category, Sink sink)
-      : test_(std::move(test)), category_(category), sink_(std::move(sink)) {}
+  using MeasurementSink = std::function<void(Measurement)>;
+  Reporter(std::string test, Category category, Sink sink, MeasurementSink measurements = {})
+      : test_(std::move(test)), category_(category), sink_(std::move(sink)), measurements_(std::move(measurements)) {}
   void record(const std::string& case_name, const std::string& metric, double value, double bound, bool pass,
               const std::string& detail = "");
   // A tensor judged by the tolerance policy: its deciding metric, both errors, cosine and NMSE.
@@ -40,6 +41,9 @@ class Reporter {
   void record(Result result);
   // A failure that is not a measurement (an exception, a missing output).
   void fail(const std::string& case_name, const std::string& detail);
+  // A figure reported beside the verdicts, never judged (report.h, Run::measurements), named
+  // "<test>/<name>".
+  void measure(const std::string& name, double value, const std::string& detail);
   // Marks the whole test not supported; the check returns right after.
   void not_supported(const std::string& reason);
   int recorded() const { return recorded_; }
@@ -48,6 +52,7 @@ class Reporter {
   std::string test_;
   Category category_;
   Sink sink_;
+  MeasurementSink measurements_;
   int recorded_ = 0;
 };
 

@@ -23,6 +23,14 @@
 // with the candidate's name. A family and not one run, because MoE routing flips on near-ties in
 // bf16/f16 move the logits of correct implementations by far more than rounding elsewhere does.
 // Both errors, the candidate's and the family's largest, are in every row.
+// A quantized cache (KvCacheOps::quantization: fp8 e4m3): its truth is the reference's decoding in
+// fp32 through the reference's cache quantized the same way (quantize_on_write), and its family
+// each member's decoding through its own cache quantized the same way (no full forward: it has no
+// cache to quantize); so e4m3's rounding is in the truth and what fails is the cache's own error.
+// Beside the verdict, its envelope (golden/FORMAT.md, "Quantized subjects"; reported, not judged):
+// KLD, top-1 agreement and dp of its logits against the float truth (envelope/...), and of the
+// quantized truth's (quantization/...: what e4m3 alone costs), over all judged positions, the
+// prompt's (prefill) and the steps' (decode).
 // MoE near-ties (bf16/f16): a token whose top-k routing the truth decides by a logit gap smaller
 // than a correct same-dtype run may move it is routed either way by correct code, and its logits
 // then differ by whole experts (measured: a plain PyTorch ring cache with SDPA on the CPU flipped
@@ -34,14 +42,18 @@
 // difference of two logits). A row "routing" gives the count; f32 has none.
 #include <ATen/ATen.h>
 
+#include <memory>
+
 #include "conformance/check.h"
 #include "conformance/compare.h"
 #include "conformance/tiny_models.h"
 #include "golden/decode_golden.h"
 #include "golden/model_cases.h"
+#include "golden/quantized_subject.h"
 #include "reference/files.h"
 #include "reference/generate.h"
 #include "reference/hf_checkpoint.h"
+#include "reference/kv_quantization.h"
 
 namespace gemma4::conformance {
 namespace {
@@ -54,14 +66,38 @@ const std::vector<Draft> kDrafts{{3, 2}, {4, 1}, {2, 2}, {4, 3}};  // accepts kN
 
 enum class Feeding { kPlain, kSpeculative };
 
-// One implementation's way of decoding: its name, ops and KV cache ops.
+// One implementation's way of decoding: its name, ops and KV cache ops (`owned` keeps cache ops
+// made for it alive).
 struct Decoder {
   std::string name;
   GenerateOptions options;
+  std::shared_ptr<const KvCacheOps> owned;
 };
 
+KvQuantization kv_quantization(const SuiteOptions& o) {
+  return o.backend.kv_cache.make ? o.backend.kv_cache.quantization : KvQuantization::kNone;
+}
+
+// `d` decoding through its cache (the reference's when it has none) quantized as q stores.
+void quantize_cache(Decoder& d, KvQuantization q) {
+  if (q == KvQuantization::kNone) return;
+  d.owned = std::make_shared<const KvCacheOps>(
+      quantize_on_write(d.options.cache_ops ? *d.options.cache_ops : reference_kv_cache_ops(), q));
+  d.options.cache_ops = d.owned.get();
+  d.name += std::string(" + ") + kv_quantization_name(q);
+}
+
+// The truth's decoder of a quantized candidate: the reference through the quantized reference cache.
+Decoder quantized_truth_decoder(KvQuantization q, int64_t chunk, KvKeyConvention kv_key) {
+  Decoder d{"truth", {}, nullptr};
+  d.options.prefill_chunk = chunk;
+  d.options.kv_key = kv_key;
+  quantize_cache(d, q);
+  return d;
+}
+
 Decoder candidate_decoder(const SuiteOptions& o, int64_t chunk, KvKeyConvention kv_key) {
-  Decoder d{o.backend.name, {}};
+  Decoder d{o.backend.name, {}, nullptr};
   d.options.prefill_chunk = chunk;
   d.options.kv_key = kv_key;
   d.options.ops = &o.backend.ops;
@@ -74,15 +110,18 @@ Decoder candidate_decoder(const SuiteOptions& o, int64_t chunk, KvKeyConvention 
 std::vector<Decoder> family_decoders(const SuiteOptions& o, int64_t chunk, KvKeyConvention kv_key) {
   if (o.dtype == torch::kFloat32) return {};
   std::vector<Decoder> family;
-  if (o.backend.name != "reference") family.push_back({"reference", {}});
+  if (o.backend.name != "reference") family.push_back({"reference", {}, nullptr});
   for (const golden::FamilyMember& m : baseline_family(o.device, o.dtype)) {
     if (m.name == o.backend.name) continue;
-    Decoder d{m.name, {}};
+    Decoder d{m.name, {}, nullptr};
     d.options.ops = m.forward.ops;
     d.options.cache_ops = m.kv_cache;
     family.push_back(d);
   }
-  for (Decoder& d : family) d.options.prefill_chunk = chunk, d.options.kv_key = kv_key;
+  for (Decoder& d : family) {
+    d.options.prefill_chunk = chunk, d.options.kv_key = kv_key;
+    quantize_cache(d, kv_quantization(o));
+  }
   return family;
 }
 
@@ -126,6 +165,28 @@ Tensor near_ties(const FullForward& truth, const FullForward& same_dtype, int64_
   return ties;
 }
 
+using EnvelopeSplits = std::vector<std::pair<golden::EnvelopeSplit, Tensor>>;
+
+// judged [..., 1] split at `first_step` along dim: before it the prefill, from it the decode steps.
+EnvelopeSplits prefill_and_decode(const Tensor& judged, int64_t dim, int64_t first_step) {
+  const Tensor all = judged.squeeze(-1).to(at::kBool);
+  const Tensor step = at::arange(all.size(dim)).view({dim == 0 ? -1 : 1, dim == 0 ? 1 : -1}).expand_as(all);
+  return {{golden::EnvelopeSplit::kAll, all},
+          {golden::EnvelopeSplit::kPrefill, all & (step < first_step)},
+          {golden::EnvelopeSplit::kDecode, all & (step >= first_step)}};
+}
+
+void report_envelope(Reporter& r, const Tensor& float_truth, const Tensor& quantized_truth, const Tensor& candidate,
+                     const EnvelopeSplits& splits, const std::string& against) {
+  for (const auto& [who, logits] : {std::pair{"envelope", candidate}, {"quantization", quantized_truth}}) {
+    for (const golden::EnvelopeFigures& f : golden::envelope_over(float_truth, logits, splits)) {
+      const std::string name = std::string(who) + "/" + golden::envelope_split_name(f.split) + "/";
+      const std::string detail = "against " + against + ", " + std::to_string(f.tokens) + " positions";
+      for (const auto& [metric, value] : golden::envelope_metrics(f)) r.measure(name + metric, value, detail);
+    }
+  }
+}
+
 // The routing row: how many real tokens are near-ties (a pass row: information, not a verdict; a
 // count with bound 0, so that calibrate's separation table does not read n / all as an error ratio).
 void record_ties(Reporter& r, const Tensor& ties, const Tensor& real) {
@@ -165,14 +226,26 @@ void check_equivalence(const std::string& name, Feeding feeding, const SuiteOpti
   const KvKeyConvention key = KvKeyConvention::kLayerType;
   const Tensor candidate = decode(model, tokens, prompt_mask, candidate_decoder(o, kChunk, key).options);
   const std::string check = feeding == Feeding::kPlain ? "equivalence" : "speculative";
+  const KvQuantization q = kv_quantization(o);
+  Tensor truth_logits = truth.logits;
+  if (q != KvQuantization::kNone) {
+    const Decoder t = quantized_truth_decoder(q, kChunk, key);
+    truth_logits = shared_result<Tensor>("decode/" + check + "/" + name + "|" + t.name, o, [&] {
+      return decode(model32, tokens, prompt_mask, t.options);
+    });
+  }
   Members family;
   for (const Decoder& d : family_decoders(o, kChunk, key)) {
     family.emplace_back(d.name, shared_result<Tensor>("decode/" + check + "/" + name + "|" + d.name, o, [&] {
                           return decode(model, tokens, prompt_mask, d.options);
                         }));
   }
-  if (!family.empty()) family.emplace_back("reference full forward", same_dtype.logits);
-  r.record("logits", family_verdict(candidate, truth.logits, family, judged, o.dtype));
+  if (!family.empty() && q == KvQuantization::kNone) family.emplace_back("reference full forward", same_dtype.logits);
+  r.record("logits", family_verdict(candidate, truth_logits, family, judged, o.dtype));
+  if (q != KvQuantization::kNone) {
+    report_envelope(r, truth.logits, truth_logits, candidate, prefill_and_decode(judged, 1, kPrompt),
+                    "the reference's fp32 full forward");
+  }
 }
 
 // The golden's judged positions of `name` less the near-tie tokens: scores [N, B, V] by the token
@@ -200,6 +273,15 @@ void check_decode_golden(const std::string& path, bool speculative, const SuiteO
   }
   const std::vector<Draft>* drafts = speculative ? &kDrafts : nullptr;
   const Model model = golden::decode_model(g, o.dtype, o.device);
+  const KvQuantization q = kv_quantization(o);
+  TensorMap truth = g.expected;  // transformers' float cache; a quantized cache's truth is recomputed
+  if (q != KvQuantization::kNone) {
+    const Decoder t = quantized_truth_decoder(q, 0, g.kv_key);
+    truth = shared_result<TensorMap>(std::string(speculative ? "decode/speculative|" : "decode/golden|") + path + "|" +
+                                         t.name, o, [&] {
+      return golden::decode_candidate(g, golden::decode_model(g, torch::kFloat32, o.device), t.options, drafts);
+    });
+  }
   const TensorMap candidate = golden::decode_candidate(g, model, candidate_decoder(o, 0, g.kv_key).options, drafts);
   std::vector<std::pair<std::string, TensorMap>> family;
   for (const Decoder& d : family_decoders(o, 0, g.kv_key)) {
@@ -220,11 +302,11 @@ void check_decode_golden(const std::string& path, bool speculative, const SuiteO
   if (config.enable_moe_block) {
     record_ties(r, ties, at::cat({g.attention_mask, at::ones({ties.size(0), N}, at::kLong)}, 1).to(at::kBool));
   }
-  if (!family.empty()) {  // the full forward has no cache: it joins the family for the scores only
+  if (!family.empty() && q == KvQuantization::kNone) {  // no cache: it joins the family for the scores only
     family.push_back(
         {"reference full forward", {{"scores", same_dtype.logits.slice(1, S - 1, S - 1 + N).transpose(0, 1)}}});
   }
-  for (const auto& [name, expected] : g.expected) {
+  for (const auto& [name, expected] : truth) {
     if (!candidate.count(name)) continue;  // speculative runs give scores only
     const Tensor judged = judged_without_ties(g, name, ties);
     if (judged.sum().item<int64_t>() == 0) continue;  // every position a near-tie: the routing row says so
@@ -233,6 +315,10 @@ void check_decode_golden(const std::string& path, bool speculative, const SuiteO
       if (results.count(name)) members.emplace_back(member, results.at(name));
     }
     r.record(name, family_verdict(candidate.at(name), expected, members, judged, o.dtype));
+    if (q != KvQuantization::kNone && name == "scores") {  // step 0 is the prompt's last position
+      report_envelope(r, g.expected.at("scores"), expected, candidate.at(name), prefill_and_decode(judged, 0, 1),
+                      "transformers' fp32 scores");
+    }
   }
 }
 

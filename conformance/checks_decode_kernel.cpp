@@ -7,11 +7,14 @@
 // queries reads it as a KV-shared layer does. Judged: every real query's output, against the
 // reference's cache ops on the same (rounded) inputs in fp32, under the family rule with the family
 // (the reference and the variants with cache ops of their own) computing it in the same dtype.
+// A quantized cache (fp8): truth and family through their caches quantized the same way
+// (quantize_on_write, as checks_decode.cpp).
 #include <ATen/ATen.h>
 
 #include "conformance/check.h"
 #include "conformance/compare.h"
 #include "reference/kv_cache.h"
+#include "reference/kv_quantization.h"
 
 namespace gemma4::conformance {
 namespace {
@@ -90,20 +93,24 @@ void check_kernel(const KernelCase& c, const SuiteOptions& o, Reporter& r) {
   const Inputs in = make_inputs(c, o.dtype, o.device);
   torch::NoGradGuard no_grad;
   // The truth and the family's runs do not depend on the candidate: computed once per process.
-  const std::string check = std::string("decode/kernel/") + c.name + "|";
-  const Tensor truth =
-      shared_result<Tensor>(check + "truth", o, [&] { return run(reference_kv_cache_ops(), c, in, torch::kFloat32); });
+  const KvQuantization q = o.backend.kv_cache.quantization;
+  const auto like_candidate = [q](const KvCacheOps& ops) { return q == KvQuantization::kNone ? ops : quantize_on_write(ops, q); };
+  const std::string check = std::string("decode/kernel/") + c.name + "|" + kv_quantization_name(q) + "|";
+  const Tensor truth = shared_result<Tensor>(
+      check + "truth", o, [&] { return run(like_candidate(reference_kv_cache_ops()), c, in, torch::kFloat32); });
   const Tensor candidate = run(o.backend.kv_cache, c, in, o.dtype);
   Members family;
   if (o.dtype != torch::kFloat32) {
     if (o.backend.name != "reference") {
       family.emplace_back("reference", shared_result<Tensor>(check + "reference", o, [&] {
-                            return run(reference_kv_cache_ops(), c, in, o.dtype);
+                            return run(like_candidate(reference_kv_cache_ops()), c, in, o.dtype);
                           }));
     }
     for (const golden::FamilyMember& m : baseline_family(o.device, o.dtype)) {
       if (!m.kv_cache || m.name == o.backend.name) continue;
-      family.emplace_back(m.name, shared_result<Tensor>(check + m.name, o, [&] { return run(*m.kv_cache, c, in, o.dtype); }));
+      family.emplace_back(m.name, shared_result<Tensor>(check + m.name, o, [&] {
+                            return run(like_candidate(*m.kv_cache), c, in, o.dtype);
+                          }));
     }
   }
   const Tensor real = in.padding.cpu().repeat({1, 2}).unsqueeze(-1);  // own queries, then the shared read's

@@ -137,6 +137,8 @@ std::vector<golden::FamilyMember> baseline_family(const torch::Device& device, t
   std::vector<golden::FamilyMember> family;
   for (const impl::Backend& b : impl::builtin_backends()) {
     if (b.kind != impl::BackendKind::kVariant || !b.capabilities.unsupported(device, dtype).empty()) continue;
+    // A quantized KV cache's error is e4m3's, not rounding: it is judged (checks_decode.cpp), never a baseline.
+    if (b.kv_cache.quantization != KvQuantization::kNone) continue;
     ForwardOptions forward;
     forward.ops = &b.ops;  // builtin_backends() lives for the whole process
     if (b.kv_handoff) forward.kv_handoff = &b.kv_handoff;

@@ -45,6 +45,10 @@ void Reporter::fail(const std::string& case_name, const std::string& detail) {
   record(row(case_name, Status::kFail, detail));
 }
 
+void Reporter::measure(const std::string& name, double value, const std::string& detail) {
+  if (measurements_) measurements_({test_ + "/" + name, value, detail});
+}
+
 void Reporter::not_supported(const std::string& reason) {
   record(row("", Status::kNotSupported, reason));
 }
@@ -104,7 +108,8 @@ Run run_suite(const SuiteOptions& options, const RunOptions& run_options) {
     if (run_options.progress) {
       std::cerr << "\r\033[K  [" << i + 1 << "/" << checks.size() << "] " << test_name(check) << std::flush;
     }
-    Reporter reporter(test_name(check), check.category, sink);
+    Reporter reporter(test_name(check), check.category, sink,
+                      [&](Measurement m) { run.measurements.push_back(std::move(m)); });
     try {
       check.run(options, reporter);
     } catch (const std::exception&) {

@@ -36,6 +36,8 @@ const char* envelope_split_name(EnvelopeSplit split) {
     case EnvelopeSplit::kBeforeWindow: return "before_window";
     case EnvelopeSplit::kAcrossWindow: return "across_window";
     case EnvelopeSplit::kBeyondWindow: return "beyond_window";
+    case EnvelopeSplit::kPrefill: return "prefill";
+    case EnvelopeSplit::kDecode: return "decode";
   }
   return "?";
 }
@@ -49,11 +51,18 @@ torch::Tensor split_mask(EnvelopeSplit split, const torch::Tensor& judged, const
     case EnvelopeSplit::kBeforeWindow: return judged & (position < window - kEnvelopeEdge);
     case EnvelopeSplit::kAcrossWindow: return judged & ((position - window).abs() <= kEnvelopeEdge);
     case EnvelopeSplit::kBeyondWindow: return judged & (position > window + kEnvelopeEdge);
+    case EnvelopeSplit::kPrefill:  // a decoding run's splits, not positions'
+    case EnvelopeSplit::kDecode: break;
   }
   return judged;
 }
 
 }  // namespace
+
+std::vector<std::pair<const char*, double>> envelope_metrics(const EnvelopeFigures& f) {
+  return {{"kld_mean", f.kld_mean},         {"kld_p99", f.kld_p99},           {"kld_max", f.kld_max},
+          {"top1_agreement", f.top1_agreement}, {"delta_p_mean", f.delta_p_mean}, {"delta_p_rms", f.delta_p_rms}};
+}
 
 std::vector<EnvelopeFigures> envelope(const GoldenCase& quantized, const torch::Tensor& float_logits,
                                       const torch::Tensor& logits) {
@@ -73,17 +82,26 @@ std::vector<EnvelopeFigures> envelope(const GoldenCase& quantized, const torch::
                                                                : torch::arange(seq).expand({batch, seq});
   const int64_t window = quantized.config.value("sliding_window", int64_t{0});
 
+  std::vector<std::pair<EnvelopeSplit, torch::Tensor>> splits;
+  for (EnvelopeSplit split : {EnvelopeSplit::kAll, EnvelopeSplit::kBeforeWindow, EnvelopeSplit::kAcrossWindow,
+                              EnvelopeSplit::kBeyondWindow}) {
+    splits.emplace_back(split, split_mask(split, judged, position, window));
+  }
+  return envelope_over(float_logits, logits, splits);
+}
+
+std::vector<EnvelopeFigures> envelope_over(const torch::Tensor& float_logits, const torch::Tensor& logits,
+                                           const std::vector<std::pair<EnvelopeSplit, torch::Tensor>>& splits) {
   const torch::Tensor log_f = at::log_softmax(float_logits.to(torch::kDouble), -1);
   const torch::Tensor log_c = at::log_softmax(logits.to(torch::kDouble), -1);
-  const torch::Tensor kld = (log_f.exp() * (log_f - log_c)).sum(-1);  // [B, S]
+  const torch::Tensor kld = (log_f.exp() * (log_f - log_c)).sum(-1);
   const torch::Tensor top_f = log_f.argmax(-1, true);
   const torch::Tensor agree = top_f.squeeze(-1) == log_c.argmax(-1);
   const torch::Tensor delta_p = (log_c.gather(-1, top_f).exp() - log_f.gather(-1, top_f).exp()).squeeze(-1);
 
   std::vector<EnvelopeFigures> out;
-  for (EnvelopeSplit split : {EnvelopeSplit::kAll, EnvelopeSplit::kBeforeWindow, EnvelopeSplit::kAcrossWindow,
-                              EnvelopeSplit::kBeyondWindow}) {
-    const torch::Tensor m = split_mask(split, judged, position, window);
+  for (const auto& [split, mask] : splits) {
+    const torch::Tensor m = mask.to(torch::kBool).to(kld.device());
     const int64_t n = m.sum().item<int64_t>();
     if (n == 0) continue;
     const torch::Tensor k = kld.masked_select(m), d = delta_p.masked_select(m);

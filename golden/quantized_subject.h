@@ -9,6 +9,7 @@
 //   quantization moves them by design, and a bug can hide inside them.
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "golden/golden_file.h"
@@ -29,8 +30,10 @@ std::vector<QuantizedTensor> read_quantization_record(const std::string& checkpo
 // Which positions a figure is over, by the token's position id p and the sliding window W:
 // before the window has slid (p < W - kEdge), across its edge (|p - W| <= kEdge: the first
 // queries whose sliding layers lose the oldest key), beyond it (p > W + kEdge), and all of them.
-enum class EnvelopeSplit { kAll, kBeforeWindow, kAcrossWindow, kBeyondWindow };
-const char* envelope_split_name(EnvelopeSplit split);  // "all", "before_window", "across_window", "beyond_window"
+// A decoding run splits its positions otherwise: the prompt's (prefill) and the steps' (decode).
+enum class EnvelopeSplit { kAll, kBeforeWindow, kAcrossWindow, kBeyondWindow, kPrefill, kDecode };
+// "all", "before_window", "across_window", "beyond_window", "prefill", "decode"
+const char* envelope_split_name(EnvelopeSplit split);
 constexpr int64_t kEnvelopeEdge = 16;
 
 struct EnvelopeFigures {
@@ -42,11 +45,20 @@ struct EnvelopeFigures {
   double delta_p_rms = 0;      // and its RMS
 };
 
+// The figures' metrics by name ("kld_mean", "kld_p99", "kld_max", "top1_agreement", "delta_p_mean",
+// "delta_p_rms"), as measurements name them ("<subject>/<split>/<metric>").
+std::vector<std::pair<const char*, double>> envelope_metrics(const EnvelopeFigures& f);
+
 // The figures of `logits` [B, S, V] (a subject's, after the soft-cap) against `float_logits` (the
 // float model's on the same inputs), over the judged positions of `quantized` (its judged/ of
 // outputs/logits, its inputs/position_ids and sliding_window), in fp64. Throws naming the tensor
 // whose shape disagrees. Splits without a position are left out.
 std::vector<EnvelopeFigures> envelope(const GoldenCase& quantized, const torch::Tensor& float_logits,
                                       const torch::Tensor& logits);
+
+// The same figures of `logits` [..., V] against `float_logits` over each split's positions (a bool
+// mask of logits' shape less the vocabulary), leaving out the splits without a position.
+std::vector<EnvelopeFigures> envelope_over(const torch::Tensor& float_logits, const torch::Tensor& logits,
+                                           const std::vector<std::pair<EnvelopeSplit, torch::Tensor>>& splits);
 
 }  // namespace gemma4::golden

@@ -13,8 +13,9 @@
 #include "impl/backend.h"
 
 // 2: Backend gained kind, fails_in, below_reduced_precision; 3: kv_cache; 4: KvCacheOps::rollback and
-// CacheSpec::max_rollback (speculative decoding); 6: LayerOps::linear
-#define GEMMA4_PLUGIN_ABI_VERSION 6
+// CacheSpec::max_rollback (speculative decoding); 6: LayerOps::linear; 7: KvCacheOps::quantization and
+// CacheSpec::widest_head_dim (fp8 KV caches)
+#define GEMMA4_PLUGIN_ABI_VERSION 7
 
 extern "C" {
 struct gemma4_plugin {

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "reference/config.h"
 
@@ -28,7 +29,22 @@ struct CacheSpec {
   // Speculative decoding: the most entries one rollback may drop (the longest draft). A sliding
   // cache keeps that many more entries, since a rollback brings back queries that see older keys.
   int64_t max_rollback = 0;
+  // The widest head dim among the model's layers (Gemma-4: the global layers' 512 beside the sliding
+  // layers' 256), by which an engine sizes workspaces every layer shares; 0: head_dim.
+  int64_t widest_head_dim = 0;
 };
+
+// What a cache stores K and V as. kNone: the step's dtype, unchanged. The fp8 kinds store float8
+// e4m3 codes (largest finite value 448) with fp32 scales, scale = amax / 448 over:
+//  - kFp8PerTensor: the layer's K (and apart, its V) of its first update, then fixed (the static
+//    k_scale / v_scale of vLLM and TensorRT-LLM, calibrated on the prompt); later entries saturate;
+//  - kFp8PerHead: the same per KV head;
+//  - kFp8PerToken: each entry's own head vector, at its write (dynamic; nothing saturates).
+// A quantized cache is judged against the reference decoding through a cache that encodes and
+// decodes every entry the same way (reference/kv_quantization.h), not against a float cache.
+enum class KvQuantization { kNone, kFp8PerTensor, kFp8PerHead, kFp8PerToken };
+const char* kv_quantization_name(KvQuantization q);  // "none", "fp8-e4m3-per-tensor", ...
+KvQuantization kv_quantization_from_name(const std::string& name);  // throws naming the known ones
 
 // The mask of one step's queries against a cache.
 struct DecodeAttentionSpec {
@@ -67,6 +83,8 @@ struct KvCacheOps {
   // had the draft never been fed, also after a ring has wrapped. Optional: unset, the backend
   // cannot decode speculatively (the suite reports "not supported").
   std::function<void(LayerKvCache& cache, int64_t n)> rollback;
+  // What the cache stores (above): the decode checks take their truth from it.
+  KvQuantization quantization = KvQuantization::kNone;
 };
 
 // Contiguous tensors; a sliding cache keeps, after each update, the last window - 1 entries before

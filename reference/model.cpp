@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -206,6 +207,8 @@ DecodeState Model::start_decode(int64_t batch, int64_t capacity, const KvCacheOp
   state.capacity = capacity;
   state.max_rollback = max_rollback;
   state.kv_key = kv_key;
+  int64_t widest_head_dim = 0;
+  for (const LayerSpec& spec : c.layers) widest_head_dim = std::max(widest_head_dim, spec.head_dim);
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerSpec& spec = c.layers[l];
     if (!state.rope.count(spec.type)) {
@@ -213,7 +216,7 @@ DecodeState Model::start_decode(int64_t batch, int64_t capacity, const KvCacheOp
     }
     if (spec.kv_shared) continue;
     CacheSpec cache{l, spec.type, batch, spec.num_kv_heads, spec.head_dim, spec.type == LayerType::kSliding ? c.sliding_window : 0,
-                    capacity, dtype(), device(), max_rollback};
+                    capacity, dtype(), device(), max_rollback, widest_head_dim};
     state.caches[l] = cache_ops.make(cache);
     if (spec.stores_kv) state.stored[kv_write_key(c, l, kv_key)] = l;
   }

@@ -34,6 +34,7 @@ std::vector<Backend> faulty_backends() {
   for (Backend& b : faulty_kv_handoff_backends()) all.push_back(std::move(b));
   for (Backend& b : faulty_decode_backends()) all.push_back(std::move(b));
   for (Backend& b : faulty_cache_backends()) all.push_back(std::move(b));
+  for (Backend& b : faulty_fp8_kv_cache_backends()) all.push_back(std::move(b));
   for (Backend& b : faulty_long_context_backends()) all.push_back(std::move(b));
   for (Backend& b : faulty_model_op_backends()) all.push_back(std::move(b));
   for (Backend& b : faulty_accumulator_backends()) all.push_back(std::move(b));

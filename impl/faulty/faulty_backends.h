@@ -22,6 +22,7 @@ std::vector<Backend> faulty_numeric_backends();  // numeric bug classes reported
 std::vector<Backend> faulty_kv_handoff_backends();
 std::vector<Backend> faulty_decode_backends();  // KV-cache decoding bugs of inference engines
 std::vector<Backend> faulty_cache_backends();   // bugs of a wrapped sliding cache and of speculative rollback
+std::vector<Backend> faulty_fp8_kv_cache_backends();  // bugs of fp8 KV caches: scales, rings, K as V
 std::vector<Backend> faulty_long_context_backends();  // bugs below bf16 resolution on short rows, visible at real length
 std::vector<Backend> faulty_model_op_backends();  // embedding scale, router, layer_scalar, soft-cap, masking, dW accumulation
 std::vector<Backend> faulty_accumulator_backends();  // bf16 accumulators: RMSNorm's mean of squares, projection GEMMs

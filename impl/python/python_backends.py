@@ -96,8 +96,8 @@ class RingCache:
 
     def update(self, k, v, start):
         assert start == self.length, (start, self.length)
-        old_k, old_v, first = self.held()
-        self.step = torch.cat([old_k, k], 2), torch.cat([old_v, v], 2), first
+        old_k, old_v, first = self.stored()
+        self.step = *self.decoded(torch.cat([old_k, k], 2), torch.cat([old_v, v], 2)), first
         self.length = start + k.shape[2]
         # Only the newest `slots` indices stay: a chunk longer than the ring would repeat slots in
         # one index_put, whose winner on CUDA is unspecified (the H200 kept older keys).
@@ -113,11 +113,51 @@ class RingCache:
         self.length -= n
         self.step = None
 
-    def held(self):
-        """(k, v, first): the indices still in the ring, oldest first."""
+    def stored(self):
+        """(k, v, first): the indices still in the ring, oldest first, as stored."""
         first = max(0, self.length - self.slots)
         index = torch.arange(first, self.length, device=self.k.device) % self.slots
         return self.k[:, :, index], self.v[:, :, index], first
+
+    def decoded(self, k, v):
+        """What stored entries are worth (a quantized cache decodes them)."""
+        return k, v
+
+    def held(self):
+        k, v, first = self.stored()
+        return *self.decoded(k, v), first
+
+
+class Fp8RingCache(RingCache):
+    """The ring storing float8 e4m3 codes (as bytes), as vLLM's fp8 KV cache: one static scale per KV head
+    for K and one for V, amax / 448 of the layer's first update, then fixed (later entries saturate at
+    448); attention on the codes decoded to the model dtype. Declared as cache_quantization
+    "fp8-e4m3-per-head"."""
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        self.dtype, self.full = self.k.dtype, spec.layer_type == "full_attention"
+        self.k = torch.zeros(self.k.shape, dtype=torch.uint8, device=self.k.device)
+        self.v = torch.zeros_like(self.k)
+        self.scales = None
+
+    def update(self, k, v, start):
+        if self.scales is None:
+            self.scales = [x.float().abs().amax((0, 2, 3), keepdim=True).clamp_min(torch.finfo(torch.float32).tiny) / 448
+                           for x in (k, v)]
+        super().update(*((x.float() / s).clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8)
+                         for x, s in zip((k, v), self.scales)), start)
+
+    def decoded(self, k, v):
+        return tuple((c.view(torch.float8_e4m3fn).float() * s).to(self.dtype) for c, s in zip((k, v), self.scales))
+
+
+class Fp8RingCacheKAsV(Fp8RingCache):
+    """faulty: global layers decode V from the K codes (ikawrakow/ik_llama.cpp #1592)."""
+
+    def decoded(self, k, v):
+        k, v = super().decoded(k, v)
+        return (k, k) if self.full else (k, v)
 
 
 def cache_attention(q, cache, spec, window_shift=0):
@@ -149,6 +189,20 @@ def correct():
     return gc.Backend("python-all-ops", rms_norm=rms_norm, qk_norm_rope=qk_norm_rope, attention=sdpa_attention,
                       geglu=geglu, moe_experts=moe_experts, capabilities=gc.Capabilities(deterministic=False),
                       description="every op in plain PyTorch (SDPA attention, a ring-buffer KV cache)", **CACHE_OPS)
+
+
+def fp8_kv_cache():
+    """The ring cache in fp8 e4m3 with per-head scales, declared: judged against the reference decoding
+    through a cache rounded the same way (must pass)."""
+    return gc.Backend("python-fp8-kv-cache", cache_quantization="fp8-e4m3-per-head",
+                      description="the ring KV cache storing fp8 e4m3 codes with static per-head scales",
+                      **dict(CACHE_OPS, cache_make=Fp8RingCache))
+
+
+def fp8_kv_k_as_v():
+    """faulty: the fp8 ring cache's global layers read K as V (the decode category must catch it)."""
+    return gc.Backend("python-fp8-kv-k-as-v", cache_quantization="fp8-e4m3-per-head",
+                      **dict(CACHE_OPS, cache_make=Fp8RingCacheKAsV))
 
 
 def decode_window_plus_one():

@@ -112,9 +112,9 @@ void expect_op_bug(const std::string& name, const nlohmann::json& config_json) {
 TEST(FaultyBackends, NamesAndDescriptions) {
   const std::vector<Backend> all = faulty_backends();
   // 11 GEMMA4.md failure modes and the global layers windowed, 10 numeric bug classes, 5 decoding bugs of engines, 5 of wrapped
-  // caches (and the sink lost once one wraps), 2 that only long rows show, 7 of the steps around
-  // the layers and of masking, 2 bf16 accumulators
-  ASSERT_EQ(all.size(), 44u);
+  // caches (and the sink lost once one wraps), 3 of fp8 KV caches, 2 that only long rows show, 7 of
+  // the steps around the layers and of masking, 2 bf16 accumulators
+  ASSERT_EQ(all.size(), 47u);
   for (const Backend& b : all) {
     EXPECT_EQ(b.name.rfind("faulty-", 0), 0u) << b.name;
     EXPECT_FALSE(b.description.empty()) << b.name;

@@ -50,11 +50,7 @@ void add_envelope(const golden::GoldenCase& g, const golden::TensorMap& candidat
                 << text::pad(text::sci(f.delta_p_mean), 10) << text::sci(f.delta_p_rms) << "\n";
       const std::string detail = "against " + float_path + ", " + std::to_string(f.tokens) + " positions";
       const std::string name = std::string(s.prefix) + "/" + split + "/";
-      for (const auto& [metric, value] : {std::pair{"kld_mean", f.kld_mean}, {"kld_p99", f.kld_p99}, {"kld_max", f.kld_max},
-                                          {"top1_agreement", f.top1_agreement}, {"delta_p_mean", f.delta_p_mean},
-                                          {"delta_p_rms", f.delta_p_rms}}) {
-        run.measurements.push_back({name + metric, value, detail});
-      }
+      for (const auto& [metric, value] : golden::envelope_metrics(f)) run.measurements.push_back({name + metric, value, detail});
     }
   }
 }

@@ -128,9 +128,19 @@ KvCacheOps cache_ops(const std::string& backend, const py::dict& given) {
   }
   const bool rollback = given.contains("cache_rollback") && !given["cache_rollback"].is_none();
   if (fns.empty() && rollback) throw Error("backend '" + backend + "': cache_rollback needs the four other cache ops");
+  if (fns.empty() && given.contains("cache_quantization")) {
+    throw Error("backend '" + backend + "': cache_quantization declares what its own cache ops store; it has none");
+  }
   if (fns.empty()) return {};
   if (!missing.empty()) throw Error("backend '" + backend + "': a KV cache needs all four cache ops; missing " + missing);
   KvCacheOps ops;
+  if (given.contains("cache_quantization")) {  // what the cache stores: its decode checks' truth
+    try {
+      ops.quantization = kv_quantization_from_name(py::str(given["cache_quantization"]));
+    } catch (const Error& e) {
+      throw Error("backend '" + backend + "': cache_quantization: " + e.what());
+    }
+  }
   ops.make = [fn = fns[0]](const CacheSpec& spec) -> std::unique_ptr<LayerKvCache> {
     py::gil_scoped_acquire gil;
     return std::make_unique<PythonCache>((*fn)(spec));
@@ -225,6 +235,7 @@ void bind_op_arguments(py::module_& m) {
       .def_readonly("capacity", &CacheSpec::capacity, "the most token indices the run reaches")
       .def_readonly("max_rollback", &CacheSpec::max_rollback,
                     "the most entries one cache_rollback may drop; a sliding cache keeps that many more")
+      .def_readonly("widest_head_dim", &CacheSpec::widest_head_dim, "the widest head dim among the model's layers")
       .def_property_readonly("dtype", [](const CacheSpec& s) { return golden::dtype_name(s.dtype); }, "f32, bf16 or f16")
       .def_property_readonly("device", [](const CacheSpec& s) { return s.device.str(); });
   py::class_<DecodeAttentionSpec>(m, "DecodeAttentionSpec",

@@ -110,6 +110,10 @@ class Backend:
       cache_rollback(cache, n), optional: forget the newest n entries (a rejected speculative draft,
           1 <= n <= spec.max_rollback); the next cache_update starts n indices earlier. Without it,
           speculative decoding is reported as not supported
+      cache_quantization, optional: what the cache stores, "fp8-e4m3-per-tensor", "fp8-e4m3-per-head" or
+          "fp8-e4m3-per-token" (e4m3 codes, scales = amax / 448 of the layer's first update, of each KV
+          head's, or of each entry; reference/kv_cache.h): decoding is then judged against the reference
+          decoding through a cache rounded the same way, and its envelope against the float model reported
     """
 
     name: str
@@ -123,6 +127,7 @@ class Backend:
     cache_attention: Optional[Callable] = None
     cache_contents: Optional[Callable] = None
     cache_rollback: Optional[Callable] = None
+    cache_quantization: str = ""
     capabilities: Union[Capabilities, Mapping, None] = None
     description: str = ""
 
@@ -141,6 +146,8 @@ class Backend:
         caps = dataclasses.asdict(self.capabilities or Capabilities())
         caps = {k: list(v) if isinstance(v, tuple) else v for k, v in caps.items()}
         ops = {op: getattr(self, op) for op in OPS if getattr(self, op) is not None}
+        if self.cache_quantization:
+            ops["cache_quantization"] = self.cache_quantization
         return _core.make_backend(self.name, self.description, ops, caps)
 
 

@@ -48,6 +48,21 @@ def test_plain_pytorch_ops_and_ring_cache_pass_real_size_e2b(tmp_path):
         "real_size/golden/e2b", "real_size/decode/e2b", "real_size/speculative/e2b"}, proc.stdout[-2000:]
 
 
+def test_an_fp8_kv_cache_declared_as_such_passes_decode(tmp_path):
+    """Judged against the reference decoding through a cache rounded to e4m3 alike, with its envelope
+    against the float model among the run's measurements (the legitimate twin of fp8_kv_k_as_v)."""
+    proc, report = conform(tmp_path, "python_backends:fp8_kv_cache", "--dtype", "bf16", "--filter", "^decode/")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    names = {m["name"] for run in report["runs"] for m in run.get("measurements", [])}
+    assert "decode/transformers/e2b_like/envelope/decode/kld_mean" in names, sorted(names)[:5]
+
+
+def test_cache_quantization_is_checked_by_name():
+    with pytest.raises(Exception, match="cache_quantization.*fp8-e4m3-per-head"):
+        gc.Backend("bad", cache_quantization="fp8-e5m2", cache_make=lambda spec: None, cache_update=lambda *a: None,
+                   cache_attention=lambda *a: None, cache_contents=lambda cache: None)._cpp()
+
+
 # Each Python op's bug, and where the suite must see it (f32: exact GELU is below bf16 resolution).
 FAULTY = [
     ("window_off_by_one", "attention", "golden|op_sweep"),
@@ -57,6 +72,7 @@ FAULTY = [
     ("moe_gate_up_swapped", "moe_experts", "golden"),
     ("decode_window_plus_one", "cache_attention", "decode"),
     ("decode_rollback_without_spare_slots", "cache_make", "decode"),
+    ("fp8_kv_k_as_v", "cache_make (fp8 codes)", "decode"),
 ]
 
 

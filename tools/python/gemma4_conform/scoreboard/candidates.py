@@ -109,6 +109,25 @@ def _envelope(measurements: list[dict]) -> dict:
     return out
 
 
+# Where a backend with a quantized KV cache has its envelope measured (conformance/checks_decode.cpp),
+# the first of these its run has: the real-size E2B decode golden (trained-like weights), else the
+# tiny E2B-like one.
+ENVELOPE_TESTS = ("real_size/decode/e2b", "decode/transformers/e2b_like")
+
+
+def backend_envelope(measurements: list[dict]) -> tuple[str, dict]:
+    """A conform run's measurements ("<test>/envelope/all/kld_mean") as (test, _envelope's form) of the
+    first of ENVELOPE_TESTS measured; ("", {}) without any."""
+    by_test: dict[str, list[dict]] = {}
+    for m in measurements:
+        test, name = m["name"].rsplit("/", 3)[0], "/".join(m["name"].rsplit("/", 3)[1:])
+        by_test.setdefault(test, []).append({**m, "name": name})
+    for test in ENVELOPE_TESTS:
+        if test in by_test:
+            return test, _envelope(by_test[test])
+    return "", {}
+
+
 def quantized_report(subject, device: str, timeout: float, env: dict) -> tuple[dict, dict]:
     """A quantized subject's report and envelope: the model made and quantized (quantized_cases.py, in
     the subject's environment: llama.cpp's converter and quantizer), the bf16 golden's baseline filled

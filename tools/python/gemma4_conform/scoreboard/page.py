@@ -33,20 +33,22 @@ def cell_text(cell: dict) -> str:
     return SYMBOL[verdict]
 
 
-SPLITS = ("all", "before_window", "across_window", "beyond_window")  # golden/quantized_subject.h
+SPLITS = ("all", "before_window", "across_window", "beyond_window", "prefill", "decode")  # golden/quantized_subject.h
 ENVELOPE_METRICS = ("kld_mean", "kld_p99", "kld_max", "top1_agreement", "delta_p_rms")
 ENVELOPE_HEAD = ("subject", "device", "measured", "positions", "KLD mean", "KLD p99", "KLD max", "top-1", "dp rms")
 
 
 def envelope_lines(board: dict) -> list[tuple[str, ...]]:
     """The quantized rows' envelopes (golden/FORMAT.md, "Quantized subjects"), one line per row, split
-    and subject ("envelope": the implementation's logits; "quantization": the reference on the same
-    dequantized weights), against the float model; reported, never judged."""
+    and subject ("envelope": the implementation's logits; "quantization": the reference quantized alike, on the
+    same dequantized weights or through the same fp8 KV cache), against the float model; reported, never judged.
+    A backend's row names the check it was measured in (envelope_of)."""
     lines = []
     for row in board["rows"]:
         for who, splits in sorted(row.get("envelope", {}).items()):
             for split, figures in sorted(splits.items(), key=lambda item: SPLITS.index(item[0])):
-                lines.append((row["subject"], row["device"], "implementation" if who == "envelope" else "dequantized reference",
+                lines.append((row["subject"] + (f" ({row['envelope_of']})" if row.get("envelope_of") else ""), row["device"],
+                              "implementation" if who == "envelope" else "reference, quantized alike",
                               split) + tuple(f"{figures[m]:.4f}" if m == "top1_agreement" else f"{figures[m]:.3g}"
                                              for m in ENVELOPE_METRICS))
     return lines

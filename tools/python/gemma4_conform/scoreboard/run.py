@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .. import _core, conform
 from ..model_checks import MODEL_CATEGORIES
-from .candidates import candidate_report, quantized_report
+from .candidates import backend_envelope, candidate_report, quantized_report
 from .subjects import DATA, Subject, SubjectKind
 
 # The suite's categories, in its order (impl/category.h, bound); conform-model has a subset.
@@ -165,11 +165,18 @@ def slim(row: dict) -> dict:
     return {k: row[k] for k in keep if k in row and row[k] is not None}
 
 
+def row_dtype(subject: Subject, dtype: str) -> str:
+    """The row's dtype column: a quantized model's type, a backend's dtype with what its KV cache stores."""
+    if subject.kind is SubjectKind.QUANTIZED:
+        return subject.quantization
+    return f"{dtype}, {subject.quantization}" if subject.quantization else dtype
+
+
 def run_subject(subject: Subject, device: str, dtype: str, options: RunOptions, ours: str) -> dict:
     """One row of the scoreboard: the subject in one device and dtype."""
     row = {"subject": subject.name, "implementation": subject.implementation, "path": subject.path,
            "kind": subject.kind.value, "spec": subject.spec, "version": version(subject, ours), "note": subject.note,
-           "device": device, "dtype": subject.quantization or dtype}
+           "device": device, "dtype": row_dtype(subject, dtype)}
     why = why_cannot_run(subject, device)
     if why:
         return {**row, "ran": False, "why": why,
@@ -195,7 +202,9 @@ def run_subject(subject: Subject, device: str, dtype: str, options: RunOptions, 
         seconds = round(time.monotonic() - start, 1)
         if run.error:
             return ended_without_report(row, run.error, seconds, applicable)
-        return {**row, "ran": True, "seconds": seconds, "cells": cells(run, applicable, options, filtered)}
+        envelope_of, envelope = backend_envelope(run.to_dict().get("measurements", []))
+        measured = {"envelope_of": envelope_of, "envelope": envelope} if envelope else {}
+        return {**row, "ran": True, "seconds": seconds, **measured, "cells": cells(run, applicable, options, filtered)}
     with tempfile.TemporaryDirectory() as work:  # a whole model: conform-model, the model harness
         report_path = Path(work) / "report.json"
         command = [sys.executable, "-m", "gemma4_conform", "conform-model", "--factory", subject.spec, "--device",

@@ -53,7 +53,8 @@ class Subject:
     note: str = ""               # one line on the page (what the path is)
     adapter_args: tuple[str, ...] = ()   # CANDIDATE: more arguments for the adapter
     forward_only: bool = False   # CANDIDATE: judged on logits (and loss) only: it has no backward
-    quantization: str = ""       # QUANTIZED: the type (llama.cpp's Q8_0, Q4_0, Q4_K_M), the row's dtype
+    quantization: str = ""       # QUANTIZED: the type (llama.cpp's Q8_0, Q4_0, Q4_K_M), the row's dtype;
+                                 # BACKEND: what its KV cache stores, shown after the row's dtype
     decode_from_window_edge: bool = False  # QUANTIZED: its adapter also decodes (--decode-from), judged too
 
     @property
@@ -61,10 +62,10 @@ class Subject:
         return f"{self.implementation} {self.path}"
 
 
-def _ours(path: str, note: str, cuda: bool = False) -> Subject:
+def _ours(path: str, note: str, cuda: bool = False, quantization: str = "") -> Subject:
     devices = ("cuda",) if cuda else ("cpu", "cuda")
     return Subject("gemma4-conformance", path, SubjectKind.BACKEND, path, devices=devices, needs_cuda_build=cuda,
-                   note=note)
+                   note=note, quantization=quantization)
 
 
 def _transformers(path: str, factory: str, note: str, packages=("transformers",), devices=("cpu", "cuda"),
@@ -86,6 +87,10 @@ def _candidate(implementation: str, adapter: str, env: str, distribution: str, p
 
 VARIANTS = ("sdpa", "fp32-attention", "online-softmax", "per-head-attention", "aten-rms-norm", "llama-norm-rounding",
             "fused-qk-norm-rope", "fused-geglu", "moe-fp32-accumulate", "paged-kv-cache")
+
+# Our fp8 KV caches (impl/variants/fp8_kv_cache.cpp): their scales, and what that means.
+FP8_KV_CACHES = (("per-tensor", "static scales per layer"), ("per-head", "static scales per layer and KV head"),
+                 ("per-token", "a scale per entry and KV head"))
 
 # llama.cpp's quantization types on the board (golden/generators/quantized_cases.py makes their models;
 # mlx-lm's 4-bit is its own row).
@@ -151,6 +156,10 @@ SUBJECTS: tuple[Subject, ...] = (
     _ours("cuda", "our fused Hopper kernels", cuda=True),
     _ours("cuda-deterministic", "our fused kernels, deterministic backward", cuda=True),
     *(_ours(f"variant-{v}", "a correct variant that rounds or dispatches differently") for v in VARIANTS),
+    *(_ours(f"variant-fp8-e4m3-{scales}-kv-cache",
+            f"our fp8 KV cache (e4m3 codes, {what}, every layer in a ring), judged against the reference decoding "
+            "through a cache rounded the same way", quantization=f"fp8-e4m3 KV, {scales}")
+      for scales, what in FP8_KV_CACHES),
 )
 
 # Implementations without a row yet, and why (each one line on the page; investigated from their
