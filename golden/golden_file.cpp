@@ -116,7 +116,11 @@ void write_golden(const std::string& path, const GoldenCase& g) {
     file.set_attr("/", "gpu_name", g.provenance.gpu_name);
   }
   file.set_attr("/", "tolerance_class", g.tolerance_class());
-  if (g.kind != "op") write_weights_mode(file, g.weights_mode, g.checkpoint);
+  if (g.kind != "op") {
+    write_weights_mode(file, g.weights_mode, g.checkpoint_as_written.empty() ? g.checkpoint : g.checkpoint_as_written);
+  }
+  if (!g.quantization.empty()) file.set_attr("/", "quantization", g.quantization);
+  if (!g.truth_weights.empty()) file.set_attr("/", "truth_weights", g.truth_weights);
   if (g.kind == "model") file.set_attr("/", "kv_key", g.kv_key);
   if (g.kind == "layer") file.set_attr("/", "layer", g.layer);
   if (!g.truth.empty()) file.set_attr("/", "truth_dtype", std::string("f32"));
@@ -167,8 +171,13 @@ GoldenCase read_golden(const std::string& path, bool need_baseline) {
   if (g.kind != "op") {
     required_string(file, "weights");
     g.weights_mode = read_weights_mode(file, path, WeightsMode::kStored);
-    if (g.weights_mode == WeightsMode::kCheckpoint) g.checkpoint = read_checkpoint_dir(file, path);
+    if (g.weights_mode == WeightsMode::kCheckpoint) {
+      g.checkpoint = read_checkpoint_dir(file, path);
+      g.checkpoint_as_written = file.attr_string("/", "checkpoint");
+    }
   }
+  if (file.has_attr("/", "quantization")) g.quantization = file.attr_string("/", "quantization");
+  if (file.has_attr("/", "truth_weights")) g.truth_weights = file.attr_string("/", "truth_weights");
   if (g.kind == "model") g.kv_key = required_string(file, "kv_key");
   if (g.kind == "layer") {
     if (!file.has_attr("/", "layer")) throw Error(path + ": missing root attribute 'layer'");

@@ -39,6 +39,11 @@ struct GoldenCase {
   Provenance provenance;
   WeightsMode weights_mode = WeightsMode::kStored;  // model and layer cases
   std::string checkpoint;  // weights = checkpoint: the Hugging Face checkpoint directory, resolved
+  std::string checkpoint_as_written;  // and as the file gives it (relative to the file: rewritten so)
+  // A golden made on a quantized model's dequantized weights (FORMAT.md, "Quantized subjects"): root
+  // attributes 'quantization' (the type, "Q8_0", "mlx-4bit", ...) and 'truth_weights' ("exact");
+  // empty for any other golden.
+  std::string quantization, truth_weights;
   std::string kv_key;        // model: "layer-type" or "layer-index"
   int64_t layer = -1;        // layer: the layer of `config` that was run
 

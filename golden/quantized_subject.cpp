@@ -22,6 +22,7 @@ std::vector<QuantizedTensor> read_quantization_record(const std::string& checkpo
       QuantizedTensor q{t.at("checkpoint_name").get<std::string>(), t.at("stored_name").get<std::string>(),
                         t.at("stored_type").get<std::string>(), t.at("nmse").get<double>(), std::nullopt};
       if (!t.at("bound_ratio").is_null()) q.bound_ratio = t.at("bound_ratio").get<double>();
+      q.left_unquantized = t.value("left_unquantized", false);  // older records and other formats: absent
       out.push_back(q);
     }
     return out;

@@ -22,6 +22,9 @@ struct QuantizedTensor {
   std::string checkpoint_name, stored_name, stored_type;
   double nmse = 0;
   std::optional<double> bound_ratio;
+  // Stored in a float type in a file declaring a quantized one, where its quantizer would have
+  // quantized it (gguf_dequantized.py: NVIDIA/Model-Optimizer #1173's skipped experts).
+  bool left_unquantized = false;
 };
 // The tensors of `checkpoint_dir`/quantization.json; empty when there is no such file (a checkpoint
 // not made by gguf_dequantized.py). Throws naming the file and field when it is malformed.

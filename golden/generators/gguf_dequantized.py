@@ -11,7 +11,11 @@ the GGUF tensor made from it), DIR/config.json (and inputs.safetensors where the
 them: a golden/transformers/ case stays a case) and DIR/quantization.json (per tensor: its GGUF
 name and type, how far quantization moved it (max |w - q| against max |w|, NMSE) and that against
 the most a correct quantizer to its type can move it (`type_bound`; exit 1 naming the tensors that
-moved further: a tensor zeroed, scaled or foreign to the checkpoint; one left unquantized passes).
+moved further: a tensor zeroed, scaled or foreign to the checkpoint), and whether it was left
+unquantized: stored in a float type in a file that declares a quantized one (general.file_type),
+though llama.cpp's quantizer quantizes such a tensor (a weight of two or more dimensions, none of the
+names it keeps as they are: norms, MoE routers, ...) and its rows are whole 32-element blocks (exit
+1 too: NVIDIA/Model-Optimizer #1173's fused experts the quantizer skipped).
 Then
 `checkpoint_goldens.py DIR` makes the goldens the quantized implementation is judged against.
 
@@ -46,6 +50,7 @@ class GgufTensor:
     name: str
     ggml_type: str  # GGMLQuantizationType name: F32, F16, Q8_0, Q4_K, ...
     values: np.ndarray  # fp32, flattened in the file's row-major order
+    shape: tuple[int, ...] = ()  # ggml's order: shape[0] is the row length
 
 
 @dataclass
@@ -58,6 +63,7 @@ class TensorRecord:
     max_abs: float  # max |w|
     nmse: float  # sum (w - dequantized)^2 / sum w^2 (0 for an all-zero w)
     bound_ratio: float | None  # the largest |w - q| over its bound (type_bound); None: no bound for the type
+    left_unquantized: bool = False  # a float type where the file's declared quantization applies (left_unquantized)
 
 
 # The most a correct quantizer moves an element, per block of 32 consecutive elements of a row
@@ -125,8 +131,35 @@ def read_gguf(path: Path) -> dict[str, GgufTensor]:
     tensors = {}
     for t in GGUFReader(str(path)).tensors:
         values = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(-1)
-        tensors[t.name] = GgufTensor(t.name, t.tensor_type.name, values)
+        tensors[t.name] = GgufTensor(t.name, t.tensor_type.name, values, tuple(int(n) for n in t.shape))
     return tensors
+
+
+def declared_type(path: Path) -> str | None:
+    """The file's general.file_type as gguf-py names it (MOSTLY_Q4_0, MOSTLY_F16, ...); None without one."""
+    from gguf import GGUFReader, LlamaFileType
+
+    field = GGUFReader(str(path)).fields.get("general.file_type")
+    return None if field is None else LlamaFileType(int(field.contents())).name
+
+
+# What llama.cpp's quantizer leaves in its float type whatever the file's type (llama-quant.cpp's
+# tensor_allows_quantization, 0.3.36's vendored llama.cpp): tensors of one dimension, names not
+# ending in "weight", norms, MoE routers, Gemma-3n/4's small altup / laurel tensors and per-layer
+# model projection, position embeddings and token types. And rows that are not whole blocks of 32
+# fall back to F16 (the 26B-A4B's reduced-width experts' down_proj, rows of 16).
+KEPT_AS_IS = ("_norm.weight", "ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj", "position_embd.weight",
+              "token_types.weight")
+FLOAT_FILE_TYPES = ("ALL_F32", "MOSTLY_F16", "MOSTLY_BF16")
+
+
+def left_unquantized(t: GgufTensor, file_type: str | None) -> bool:
+    """Stored in a float type although the file declares a quantized type that llama.cpp's quantizer
+    would have given it."""
+    if file_type is None or file_type in FLOAT_FILE_TYPES or t.ggml_type not in ("F32", "F16", "BF16"):
+        return False
+    quantizable = len(t.shape) >= 2 and t.name.endswith("weight") and not any(k in t.name for k in KEPT_AS_IS)
+    return quantizable and t.shape[0] % BLOCK == 0
 
 
 def fingerprint(values: np.ndarray) -> str:
@@ -138,9 +171,10 @@ class MatchError(ValueError):
 
 
 def dequantized_checkpoint(float_gguf: dict[str, GgufTensor], quantized_gguf: dict[str, GgufTensor],
-                           checkpoint: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], list[TensorRecord], list[str]]:
+                           checkpoint: dict[str, np.ndarray], file_type: str | None = None
+                           ) -> tuple[dict[str, np.ndarray], list[TensorRecord], list[str]]:
     """(the checkpoint with every tensor dequantized, a record per tensor, the GGUF tensors that come
-    from no checkpoint tensor: the converter's own)."""
+    from no checkpoint tensor: the converter's own); `file_type`, the quantized file's declared type."""
     by_value: dict[str, list[str]] = {}
     for name, w in checkpoint.items():
         by_value.setdefault(fingerprint(np.asarray(w, dtype=np.float32).reshape(-1)), []).append(name)
@@ -177,7 +211,7 @@ def dequantized_checkpoint(float_gguf: dict[str, GgufTensor], quantized_gguf: di
             records.append(TensorRecord(name, gguf_name, quantized.ggml_type, float(np.abs(change).max(initial=0.0)),
                                         float(np.abs(w).max(initial=0.0)),
                                         float(np.square(change, dtype=np.float64).sum() / norm) if norm > 0 else 0.0,
-                                        bound_ratio(w, q, quantized.ggml_type)))
+                                        bound_ratio(w, q, quantized.ggml_type), left_unquantized(quantized, file_type)))
     missing = sorted(set(checkpoint) - set(state))
     if missing:
         raise MatchError(f"{len(missing)} checkpoint tensor(s) are in no GGUF tensor with their values (dropped by "
@@ -228,7 +262,7 @@ def main() -> int:
             parser.error(f"{path}: no such file")
     try:
         state, records, generated = dequantized_checkpoint(read_gguf(args.float_gguf), read_gguf(args.quantized),
-                                                           load_checkpoint(args.checkpoint))
+                                                           load_checkpoint(args.checkpoint), declared_type(args.quantized))
     except (MatchError, FileNotFoundError) as why:
         print(f"gguf_dequantized: {why}", file=sys.stderr)
         return 1
@@ -238,11 +272,12 @@ def main() -> int:
     for r in records:
         ratio = "no bound" if r.bound_ratio is None else f"{r.bound_ratio:.3f}"
         print(f"{r.checkpoint_name:60s} {r.stored_name:32s} {r.stored_type:6s} "
-              f"{r.max_abs_change / max(r.max_abs, 1e-30):20.3e} {r.nmse:9.2e} {ratio:>14s}")
+              f"{r.max_abs_change / max(r.max_abs, 1e-30):20.3e} {r.nmse:9.2e} {ratio:>14s}"
+              + ("  LEFT UNQUANTIZED" if r.left_unquantized else ""))
     print(f"wrote {args.out}: {len(records)} tensors; the converter's own, not from the checkpoint: "
           f"{', '.join(generated) or 'none'}")
     # The dequantized checkpoint is written either way (it is what the implementation loads); a
-    # tensor quantization cannot explain (zeroed, foreign, scaled) fails the file itself.
+    # tensor quantization cannot explain (zeroed, foreign, scaled, left unquantized) fails the file itself.
     return verdict(records, "gguf_dequantized")
 
 
@@ -296,14 +331,18 @@ def dequantizer_main(argv: list[str], doc: str, option: str, what: str, dequanti
 
 
 def verdict(records: list[TensorRecord], tool: str) -> int:
-    """1, naming them, when a tensor moved further than quantization to its type can; else 0."""
+    """1, naming them, when a tensor moved further than quantization to its type can, or was left
+    unquantized; else 0."""
     over = [r for r in records if r.bound_ratio is not None and r.bound_ratio > 1]
     if over:
         print(f"{tool}: {len(over)} tensor(s) moved further than quantization to their type can: " +
               ", ".join(f"{r.checkpoint_name} ({r.stored_type}, {r.bound_ratio:.3g}x its bound)" for r in over),
               file=sys.stderr)
-        return 1
-    return 0
+    skipped = [r for r in records if r.left_unquantized]
+    if skipped:
+        print(f"{tool}: {len(skipped)} tensor(s) left unquantized in a quantized file: " +
+              ", ".join(f"{r.checkpoint_name} ({r.stored_type})" for r in skipped), file=sys.stderr)
+    return 1 if over or skipped else 0
 
 
 if __name__ == "__main__":

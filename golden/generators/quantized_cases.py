@@ -3,7 +3,7 @@
 judge an implementation on the weights it actually loads (golden/FORMAT.md, "Quantized subjects").
 
     PYTHONPATH=.cache/pinned/llama-cpp .venv/bin/python golden/generators/quantized_cases.py --out DIR \
-        [--geometry e2b] [--width reduced|blocks] [--types Q8_0 Q4_0 Q4_K_M mlx-4bit torchao-int4]
+        [--geometry e2b] [--width reduced|blocks] [--window W] [--types Q8_0 Q4_0 Q4_K_M mlx-4bit torchao-int4]
         [--faults ...] [--conform build/bin/gemma4-conform]
     # mlx-4bit: PYTHONPATH=.cache/pinned/mlx-lm; torchao-int4: .cache/pinned/torchao (as well)
 
@@ -37,6 +37,9 @@ Widths: `reduced` keeps hf_real_cases.py's (hidden 64, per-layer 32), whose rows
 blocks (Q8_0, Q4_0) but not 256-element super-blocks, so llama.cpp stores a K-quant type's tensors
 in its fallbacks (Q5_0, Q5_1, Q8_0); `blocks` sets hidden, intermediate, per-layer and expert widths
 to 256, one super-block, so Q4_K_M runs the K-quant kernels.
+
+`--window W` replaces the geometry's sliding window (and with it the sequence, 2W + 1): CTest's case
+(W = 128, S = 257) judges the same paths, the ring wrapping included, in a quarter of the time.
 """
 from __future__ import annotations
 
@@ -67,8 +70,10 @@ BLOCK_WIDTH = 256  # ggml's QK_K: a K-quant super-block
 WIDTHS = ("reduced", "blocks")
 
 
-def case_config(geometry: str, width: str) -> dict:
+def case_config(geometry: str, width: str, window: int | None = None) -> dict:
     config = real.real_config(geometry)
+    if window:
+        config["sliding_window"] = window
     if width == "blocks":
         config.update(hidden_size=BLOCK_WIDTH, intermediate_size=BLOCK_WIDTH)
         if config.get("hidden_size_per_layer_input"):
@@ -192,6 +197,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--out", type=Path, required=True, help="where the case directories go")
     p.add_argument("--geometry", choices=sorted(real.GEOMETRIES), default="e2b")
     p.add_argument("--width", choices=WIDTHS, default="reduced", help="reduced: hf_real_cases.py's; blocks: 256 (K-quants)")
+    p.add_argument("--window", type=int, help="another sliding window than the geometry's (the sequence is 2W + 1)")
     p.add_argument("--types", nargs="+", choices=TYPES, default=list(TYPES), help="llama.cpp quantization types")
     p.add_argument("--faults", nargs="*", default=[], metavar="FAULT",
                    help="also DIR/<label>-<TYPE>-<FAULT> from each type's file with one fault "
@@ -200,12 +206,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("--device", default="cpu", help="where transformers computes the goldens")
     p.add_argument("--conform", type=Path, help="gemma4-conform, to fill the bf16 goldens' baseline/")
     args = p.parse_args(argv)
-    config = case_config(args.geometry, args.width)
+    if args.window is not None and args.window < 48:
+        p.error("--window: at least 48 (decoding starts 40 tokens before the window edge)")
+    config = case_config(args.geometry, args.width, args.window)
     label = args.geometry if args.width == "reduced" else f"{args.geometry}-blocks"
     start = time.monotonic()
     import gguf_faults
 
-    unknown = sorted(set(args.faults) - set(gguf_faults.FAULTS))
+    unknown = sorted(set(args.faults) - set(gguf_faults.ALL_FAULTS))
     if unknown:
         p.error(f"--faults: unknown {', '.join(unknown)} (gguf_faults.py --help lists them)")
     if set(args.types) & set(GGUF_TYPES):
@@ -223,7 +231,8 @@ def main(argv: list[str]) -> int:
         gguf = lc.quantize(f32_gguf(float_dir), quant)  # llama-quantize's work, beside its source
         for fault in args.faults:
             faulty = gguf.with_name(f"{fault}.{quant}.gguf")
-            gguf_faults.main([str(gguf), fault, "--out", str(faulty)])
+            more = ["--float", str(f32_gguf(float_dir))] if fault in gguf_faults.NEEDS_FLOAT else []
+            gguf_faults.main([str(gguf), fault, "--out", str(faulty), *more])
             goldens.append(quantized_case(float_dir, quant, args.out / f"{label}-{quant}-{fault}", config, args.seed,
                                           args.device, faulty))
         goldens.append(quantized_case(float_dir, quant, directory, config, args.seed, args.device, gguf))

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -61,6 +62,29 @@ TEST(GoldenFile, RoundTripKeepsEveryDatasetAndAttribute) {
   EXPECT_TRUE(r.expected.count("outputs/attention_output/6"));
   EXPECT_TRUE(r.expected.count("outputs/shared_kv/3/k") && r.expected.count("outputs/shared_kv/4/v"));
   EXPECT_TRUE(r.expected.count("grads/layers.0.self_attn.k_proj.weight"));
+}
+
+TEST(GoldenFile, RewritingKeepsAQuantizedGoldensAttributesAndItsRelativeCheckpoint) {
+  // `golden baseline` reads a golden and writes it back: a quantized case's attributes (FORMAT.md,
+  // "Quantized subjects") and its checkpoint beside it (".", so that the directory moves whole) stay.
+  GoldenCase g = generate("model/e2b", torch::kBFloat16);
+  const std::string dir = temp_path("case"), path = dir + "/golden.bf16.h5";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/config.json") << g.config.dump();
+  g.weights_mode = WeightsMode::kCheckpoint;
+  g.checkpoint = ".";
+  g.quantization = "Q8_0";
+  g.truth_weights = "exact";
+  write_golden(path, g);
+  for (int rewrite = 0; rewrite < 2; ++rewrite) {
+    const GoldenCase r = read_golden(path);
+    EXPECT_EQ(r.quantization, "Q8_0");
+    EXPECT_EQ(r.truth_weights, "exact");
+    EXPECT_EQ(r.checkpoint_as_written, ".");
+    EXPECT_EQ(r.checkpoint, dir + "/.");  // resolved against the file's directory
+    write_golden(path, r);
+  }
+  EXPECT_EQ(h5::File::open_read(path).attr_string("/", "checkpoint"), ".");
 }
 
 TEST(GoldenFile, GeneratingTwiceGivesByteIdenticalFiles) {

@@ -66,12 +66,16 @@ TEST(QuantizationRecord, AbsentIsEmptyMalformedNamesTheFile) {
   EXPECT_TRUE(read_quantization_record(dir.string()).empty());
   std::ofstream(dir / "quantization.json")
       << R"({"tensors": [{"checkpoint_name": "a", "stored_name": "blk.0.a", "stored_type": "Q8_0", "nmse": 1e-5, "bound_ratio": 0.5},
-                        {"checkpoint_name": "b", "stored_name": "blk.0.b", "stored_type": "Q4_K", "nmse": 1e-3, "bound_ratio": null}]})";
+                        {"checkpoint_name": "b", "stored_name": "blk.0.b", "stored_type": "Q4_K", "nmse": 1e-3, "bound_ratio": null},
+                        {"checkpoint_name": "c", "stored_name": "blk.0.c", "stored_type": "F16", "nmse": 0, "bound_ratio": 0.2,
+                         "left_unquantized": true}]})";
   const auto record = read_quantization_record(dir.string());
-  ASSERT_EQ(record.size(), 2u);
+  ASSERT_EQ(record.size(), 3u);
   EXPECT_EQ(record[0].stored_type, "Q8_0");
   EXPECT_DOUBLE_EQ(*record[0].bound_ratio, 0.5);
+  EXPECT_FALSE(record[0].left_unquantized);  // absent: false
   EXPECT_FALSE(record[1].bound_ratio.has_value());
+  EXPECT_TRUE(record[2].left_unquantized);
   std::ofstream(dir / "quantization.json") << R"({"tensors": [{"checkpoint_name": "a"}]})";
   try {
     read_quantization_record(dir.string());

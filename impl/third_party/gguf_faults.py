@@ -3,7 +3,7 @@
 subjects"). Each writes a copy of a quantized GGUF with exactly one thing changed, the way a public
 bug changed what an engine loads or computes:
 
-    python impl/third_party/gguf_faults.py MODEL.Q4_0.gguf FAULT --out FAULTY.gguf
+    python impl/third_party/gguf_faults.py MODEL.Q4_0.gguf FAULT --out FAULTY.gguf [--float MODEL.f32.gguf]
 
 FAULT is one of (`--help` lists them with the bug each stands for):
   softcap-not-from-file  final_logit_softcapping in the metadata set to 25: the engine runs another
@@ -17,11 +17,15 @@ FAULT is one of (`--help` lists them with the bug each stands for):
                          exporter writing one block of a type wrongly: ggml-org/llama.cpp #27007's class)
   expert-zeroed          expert 0 of the first quantized expert tensor all zero (MoE models: experts
                          dropped at export, z-lab/paroquant #53)
+  experts-unquantized    every quantized expert tensor stored F16 instead, from the float model's values
+                         (--float: the F32 conversion), the file still declaring its type (MoE models:
+                         fused experts the quantizer skipped, NVIDIA/Model-Optimizer #1173)
 
 softcap-not-from-file changes what the engine computes from a correct file, so it must fail the
 outputs' conformance; the others change the file, so the golden made from that file carries the
 bug too, and they must fail the weight rows (each tensor against what quantization to its type can
-do). Only numpy and gguf (gguf-py: GGUFReader opened read-write edits the copy in place).
+do; experts-unquantized the declared-type rule). Only numpy and gguf (gguf-py: GGUFReader opened
+read-write edits the copy in place; experts-unquantized changes tensor types, so GGUFWriter rewrites it).
 """
 from __future__ import annotations
 
@@ -112,19 +116,62 @@ def expert_zeroed(reader) -> str:
     return f"{t.name}: expert 0 zeroed ({t.tensor_type.name})"
 
 
+def experts_unquantized(source: Path, out: Path, float_gguf: Path) -> str:
+    """The file rewritten with its metadata as it is and each quantized *_exps tensor as F16 of the
+    float file's values: the quantizer skipped them."""
+    from gguf import GGUFReader, GGUFValueType, GGUFWriter, Keys
+
+    reader = GGUFReader(str(source))
+    floats = {t.name: t for t in GGUFReader(str(float_gguf)).tensors}
+    experts = [t.name for t in reader.tensors if "_exps" in t.name and t.tensor_type.name not in ("F32", "F16", "BF16")]
+    if not experts:
+        raise SystemExit("gguf_faults: no quantized expert tensor in the file (not an MoE model)")
+    missing = [n for n in experts if n not in floats]
+    if missing:
+        raise SystemExit(f"gguf_faults: --float has no {', '.join(missing)} (another conversion?)")
+    writer = GGUFWriter(str(out), reader.fields[Keys.General.ARCHITECTURE].contents())
+    for field in reader.fields.values():  # the architecture and GGUF's own header fields: the writer's
+        if field.name == Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
+            continue
+        kind = field.types[0]
+        writer.add_key_value(field.name, field.contents(), kind,
+                             sub_type=field.types[-1] if kind == GGUFValueType.ARRAY else None)
+    for t in reader.tensors:
+        if t.name in experts:
+            writer.add_tensor(t.name, np.asarray(floats[t.name].data, dtype=np.float32).astype(np.float16))
+        elif t.tensor_type.name in ("F32", "F16"):
+            writer.add_tensor(t.name, np.asarray(t.data))
+        else:
+            writer.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return f"{len(experts)} expert tensors stored F16: {', '.join(experts)}"
+
+
 FAULTS = {"softcap-not-from-file": softcap_not_from_file, "k-as-v-global": k_as_v_global,
           "scales-twice": scales_twice, "one-corrupted-block": one_corrupted_block, "expert-zeroed": expert_zeroed}
+# Faults that rewrite the file from the model's F32 conversion (--float) rather than edit a copy in place.
+NEEDS_FLOAT = ("experts-unquantized",)
+ALL_FAULTS = (*FAULTS, *NEEDS_FLOAT)
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("source", type=Path, help="a quantized GGUF file")
-    p.add_argument("fault", choices=sorted(FAULTS))
+    p.add_argument("fault", choices=sorted(ALL_FAULTS))
     p.add_argument("--out", type=Path, required=True, help="the faulty copy")
+    p.add_argument("--float", dest="float_gguf", type=Path, help="experts-unquantized: the F32 conversion of the model")
     args = p.parse_args(argv)
     if not args.source.is_file():
         p.error(f"{args.source}: no such file")
+    if args.fault == "experts-unquantized":
+        if args.float_gguf is None or not args.float_gguf.is_file():
+            p.error("experts-unquantized needs --float, the model's F32 conversion")
+        print(f"{args.out}: {args.fault}: {experts_unquantized(args.source, args.out, args.float_gguf)}")
+        return 0
     from gguf import GGUFReader
 
     shutil.copy(args.source, args.out)

@@ -59,15 +59,28 @@ void add_envelope(const golden::GoldenCase& g, const golden::TensorMap& candidat
 // the subject loads, its change over what a correct quantizer to its type can do (FORMAT.md,
 // "Quantized subjects"). The file's bugs are in the golden too; only these rows see them.
 void add_weight_rows(const golden::GoldenCase& g, conformance::Run& run, std::ostream* table) {
-  if (g.weights_mode != golden::WeightsMode::kCheckpoint) return;
-  for (const golden::QuantizedTensor& t : golden::read_quantization_record(g.checkpoint)) {
+  if (g.quantization.empty()) return;  // not a quantized golden
+  if (g.weights_mode != golden::WeightsMode::kCheckpoint) {
+    throw Error(g.name + ": a quantized golden (quantization " + g.quantization + ") must name its dequantized checkpoint");
+  }
+  const std::vector<golden::QuantizedTensor> record = golden::read_quantization_record(g.checkpoint);
+  if (record.empty()) {
+    throw Error(g.name + ": quantization " + g.quantization + ", but " + g.checkpoint +
+                "/quantization.json is missing or empty (the dequantizer writes it)");
+  }
+  for (const golden::QuantizedTensor& t : record) {
     conformance::Result row;
     row.test = "weights/" + t.checkpoint_name;
     row.category = conformance::Category::kGolden;
     row.case_name = t.stored_name;
     row.metric = "change_over_type_bound";
     row.bound = 1;
-    if (t.bound_ratio) {
+    if (t.left_unquantized) {
+      row.metric = "left_unquantized", row.value = 1, row.bound = 0;
+      row.status = conformance::Status::kFail;
+      row.detail = "stored " + t.stored_type + " in a file that declares a quantized type, which its quantizer gives a "
+                   "tensor like this (rows of whole blocks): left unquantized";
+    } else if (t.bound_ratio) {
       row.value = *t.bound_ratio;
       row.status = *t.bound_ratio <= 1 ? conformance::Status::kPass : conformance::Status::kFail;
       row.detail = t.stored_type + ", NMSE " + text::sci(t.nmse);
@@ -77,7 +90,9 @@ void add_weight_rows(const golden::GoldenCase& g, conformance::Run& run, std::os
     }
     if (table && row.status == conformance::Status::kFail) {
       *table << "  " << text::pad(row.test, 52) << "FAIL (" << t.stored_name << ", " << t.stored_type << ": "
-                << text::sci(row.value) << " x what quantization to its type can move it)\n";
+             << (t.left_unquantized ? std::string("left unquantized in a quantized file")
+                                    : text::sci(row.value) + " x what quantization to its type can move it")
+             << ")\n";
     }
     run.results.push_back(row);
   }

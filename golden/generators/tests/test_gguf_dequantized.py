@@ -47,9 +47,12 @@ NAMES = {"model.layers.0.self_attn.q_proj.weight": "blk.0.attn_q.weight",
          "model.embed_tokens.weight": "token_embd.weight"}
 
 
-def write_gguf(path: Path, tensors: dict[str, np.ndarray], types: dict[str, T]) -> Path:
-    """A GGUF file of these tensors, each in its type (F32 when not named), quantized by gguf-py."""
+def write_gguf(path: Path, tensors: dict[str, np.ndarray], types: dict[str, T], file_type: int | None = None) -> Path:
+    """A GGUF file of these tensors, each in its type (F32 when not named), quantized by gguf-py;
+    general.file_type `file_type` where given (gguf.LlamaFileType)."""
     writer = gguf.GGUFWriter(str(path), "gemma4")
+    if file_type is not None:
+        writer.add_file_type(file_type)
     for name, values in tensors.items():
         kind = types.get(name, T.F32)
         if kind == T.F32:
@@ -205,3 +208,85 @@ def test_the_command_fails_naming_a_tensor_quantization_cannot_explain(tmp_path)
     assert done.returncode == 1
     assert "model.layers.0.self_attn.q_proj.weight (Q8_0" in done.stderr.splitlines()[-1]
     assert (tmp_path / "out" / "model.safetensors").is_file()  # what the implementation loads, written anyway
+
+
+def test_a_matrix_left_unquantized_in_a_quantized_file_is_named(tmp_path):
+    """NVIDIA/Model-Optimizer #1173's class (fused experts the quantizer skipped): a matrix llama.cpp's
+    quantizer would take, stored F16/F32 in a file that declares a quantized type, fails the file by
+    name; what llama.cpp keeps as it is does not (norms, routers, rows that are not whole blocks)."""
+    from safetensors.numpy import save_file
+
+    from gguf_dequantized import GgufTensor, left_unquantized
+
+    def t(name, shape, kind):
+        return GgufTensor(name, kind, np.zeros(1, np.float32), shape)
+
+    assert left_unquantized(t("blk.0.ffn_gate_up_exps.weight", (64, 32, 8), "F16"), "MOSTLY_Q4_0")
+    assert left_unquantized(t("blk.0.attn_q.weight", (64, 64), "F32"), "MOSTLY_Q8_0")
+    assert not left_unquantized(t("blk.0.attn_q.weight", (64, 64), "Q4_0"), "MOSTLY_Q4_0")
+    assert not left_unquantized(t("blk.0.attn_q.weight", (64, 64), "F16"), "MOSTLY_F16")  # a float file
+    assert not left_unquantized(t("blk.0.attn_q.weight", (64, 64), "F16"), None)  # nothing declared
+    assert not left_unquantized(t("output_norm.weight", (64,), "F32"), "MOSTLY_Q4_0")
+    assert not left_unquantized(t("blk.0.ffn_gate_inp.weight", (64, 8), "F32"), "MOSTLY_Q4_0")  # the router
+    assert not left_unquantized(t("blk.0.ffn_down_exps.weight", (16, 64, 8), "F16"), "MOSTLY_Q4_0")  # rows of 16
+
+    ckpt = checkpoint()
+    case = tmp_path / "case"
+    case.mkdir()
+    save_file(ckpt, str(case / "model.safetensors"))
+    tensors = convert(ckpt)
+    types = {n: k for n, k in quantized_types(T.Q4_0).items() if n != "blk.0.attn_q.weight"}  # q_proj left F32
+    command = [sys.executable, str(SCRIPT), str(case), "--float", str(write_gguf(tmp_path / "f32.gguf", tensors, {})),
+               "--out", str(tmp_path / "out"), "--quantized"]
+    declared = write_gguf(tmp_path / "q.gguf", tensors, types, gguf.LlamaFileType.MOSTLY_Q4_0)
+    done = subprocess.run([*command, str(declared)], capture_output=True, text=True)
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert "left unquantized in a quantized file: model.layers.0.self_attn.q_proj.weight (F32)" in done.stderr
+    record = json.loads((tmp_path / "out" / "quantization.json").read_text())
+    assert [r["checkpoint_name"] for r in record["tensors"] if r["left_unquantized"]] == [
+        "model.layers.0.self_attn.q_proj.weight"]
+    # The same file without a declared type: nothing says q_proj should have been quantized.
+    undeclared = write_gguf(tmp_path / "u.gguf", tensors, types)
+    assert subprocess.run([*command, str(undeclared)], capture_output=True, text=True).returncode == 0
+
+
+def test_experts_the_quantizer_skipped_fail_the_file(tmp_path):
+    """impl/third_party/gguf_faults.py experts-unquantized (NVIDIA/Model-Optimizer #1173's class) on a
+    file with fused experts: the rewritten file keeps every other tensor and the metadata, stores the
+    experts F16 from the float values, and gguf_dequantized.py fails it naming them; the original passes."""
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(3)
+    ckpt = {"model.layers.0.experts.gate_up_proj": rng.standard_normal((4, 64, 64)).astype(np.float32) * 0.1,
+            "model.layers.0.self_attn.q_proj.weight": rng.standard_normal((64, 64)).astype(np.float32) * 0.1,
+            "model.layers.0.router.proj.weight": rng.standard_normal((4, 64)).astype(np.float32)}
+    names = {"model.layers.0.experts.gate_up_proj": "blk.0.ffn_gate_up_exps.weight",
+             "model.layers.0.self_attn.q_proj.weight": "blk.0.attn_q.weight",
+             "model.layers.0.router.proj.weight": "blk.0.ffn_gate_inp.weight"}  # llama.cpp keeps routers F32
+    case = tmp_path / "case"
+    case.mkdir()
+    save_file(ckpt, str(case / "model.safetensors"))
+    tensors = {names[n]: w for n, w in ckpt.items()}
+    bridge = write_gguf(tmp_path / "f32.gguf", tensors, {})
+    types = {"blk.0.ffn_gate_up_exps.weight": T.Q4_0, "blk.0.attn_q.weight": T.Q4_0}
+    quantized = write_gguf(tmp_path / "q.gguf", tensors, types, gguf.LlamaFileType.MOSTLY_Q4_0)
+    faults = HERE.parent.parent / "impl" / "third_party" / "gguf_faults.py"
+    faulty = tmp_path / "faulty.gguf"
+    made = subprocess.run([sys.executable, str(faults), str(quantized), "experts-unquantized", "--out", str(faulty),
+                           "--float", str(bridge)], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    before, after = gguf.GGUFReader(str(quantized)), gguf.GGUFReader(str(faulty))
+    assert {t.name: t.tensor_type.name for t in after.tensors} == {
+        "blk.0.ffn_gate_up_exps.weight": "F16", "blk.0.attn_q.weight": "Q4_0", "blk.0.ffn_gate_inp.weight": "F32"}
+    assert int(after.fields["general.file_type"].contents()) == gguf.LlamaFileType.MOSTLY_Q4_0
+    same = {t.name: t for t in before.tensors}
+    assert all(np.array_equal(same[t.name].data, t.data) for t in after.tensors if "exps" not in t.name)
+
+    def dequantize_file(path: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(SCRIPT), str(case), "--float", str(bridge), "--quantized", str(path),
+                               "--out", str(tmp_path / path.stem)], capture_output=True, text=True)
+
+    assert dequantize_file(quantized).returncode == 0
+    done = dequantize_file(faulty)
+    assert done.returncode == 1
+    assert "left unquantized in a quantized file: model.layers.0.experts.gate_up_proj (F16)" in done.stderr, done.stderr

@@ -1,7 +1,8 @@
 """A quantized subject judged end to end on the CPU (CTest quantized_llama_cpp; golden/FORMAT.md,
 "Quantized subjects"): quantized_cases.py makes the constructed E2B (real-size geometry, reduced
-width), llama.cpp's converter and quantizer make its Q8_0 GGUF, the bf16 golden is computed on that
-file's dequantized weights, and llama.cpp (llama-cpp-python) runs the file:
+width, sliding window 128 instead of 512: S = 257), llama.cpp's converter and quantizer make its
+Q8_0 GGUF, the bf16 golden is computed on that file's dequantized weights, and llama.cpp
+(llama-cpp-python) runs the file:
 
 - the legitimate subject: llama.cpp on its own Q8_0 file passes, the envelope is reported, and so does
   its decode path (one token a step through its KV cache, its sliding ring wrapping);
@@ -29,6 +30,7 @@ SOURCE = Path(__file__).resolve().parents[3]
 PINNED = SOURCE / ".cache" / "pinned" / "llama-cpp"
 CLI = os.environ.get("GEMMA4_CONFORM", str(SOURCE / "build" / "bin" / "gemma4-conform"))
 ADAPTER = SOURCE / "impl" / "third_party" / "llama_cpp_candidate.py"
+WINDOW = 128  # E2B's is 512: the same paths (the window edge, the ring wrapping) at a quarter of the cost
 
 if not (PINNED / ".complete").is_file():
     if os.environ.get("GEMMA4_REQUIRE_LLAMA_CPP") == "1":
@@ -50,7 +52,7 @@ def run(*command: str, check: bool = True) -> subprocess.CompletedProcess:
 def cases(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("quantized")
     run(sys.executable, SOURCE / "golden/generators/quantized_cases.py", "--out", out, "--types", "Q8_0",
-        "--faults", "scales-twice", "--conform", CLI)
+        "--window", str(WINDOW), "--faults", "scales-twice", "--conform", CLI)
     return out
 
 

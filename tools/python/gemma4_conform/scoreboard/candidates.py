@@ -143,13 +143,17 @@ def quantized_report(subject, device: str, timeout: float, env: dict) -> tuple[d
     env = {**env, "PYTHONPATH": os.pathsep.join([str(ADAPTERS.resolve()), env.get("PYTHONPATH", "")])}
     with tempfile.TemporaryDirectory() as work:
         case = Path(work) / f"{label}-{quant}"
+
+        def adapter(out: Path, *more: str) -> list[str]:
+            return [sys.executable, str(DATA / subject.spec), str(case), *stored_model(case, quant), "--dtype", "bf16",
+                    "--forward-only", "--device", device, "--out", str(out), *more]
+
         steps = [
             ("quantized_cases.py", [sys.executable, str(DATA / "golden" / "generators" / "quantized_cases.py"), "--out",
                                     work, "--types", quant, "--width", width]),
             ("golden baseline", [sys.executable, "-m", "gemma4_conform", "golden", "baseline",
                                  str(case / "golden.bf16.h5")]),
-            ("the adapter", [sys.executable, str(DATA / subject.spec), str(case), *stored_model(case, quant), "--dtype",
-                             "bf16", "--forward-only", "--device", device, "--out", str(case / "candidate.h5")]),
+            ("the adapter", adapter(case / "candidate.h5")),
         ]
         for what, command in steps:
             try:
@@ -168,9 +172,8 @@ def quantized_report(subject, device: str, timeout: float, env: dict) -> tuple[d
                  "case": r["test"].removeprefix("weights/")} for r in verdict["results"]]
         if subject.decode_from_window_edge:  # a third: the same outputs through the decode path
             window = json.loads((case / "config.json").read_text())["sliding_window"]
-            command = [*steps[-1][1], "--decode-from", str(window - 40)]
-            command[command.index("--out") + 1] = str(case / "decoded.h5")
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+            proc = subprocess.run(adapter(case / "decoded.h5", "--decode-from", str(window - 40)), capture_output=True,
+                                  text=True, timeout=timeout, env=env)
             if proc.returncode != 0:
                 rows.append(_row(f"{test}/decode", _core.Status.FAIL,
                                  f"the adapter, decoding: exit {proc.returncode}: {_last_error(proc.stderr + proc.stdout)}"))
