@@ -272,12 +272,13 @@ std::vector<Backend> variant_backends() {
 
   // fp8 KV caches (fp8_kv_cache.cpp): judged against the reference's cache quantized the same way,
   // and never in another candidate's family (their quantization error is not rounding).
-  for (const auto& [q, what] : {std::pair{KvQuantization::kFp8PerTensor, "one static scale per layer for K and one for V"},
-                                {KvQuantization::kFp8PerHead, "static scales per layer and KV head"},
-                                {KvQuantization::kFp8PerToken, "a scale per entry and KV head, kept in the ring"}}) {
+  for (const auto& [q, what] :
+       {std::pair{KvQuantization::kFp8PerTensor, "one static scale per layer for K and one for V (the first update's)"},
+        {KvQuantization::kFp8PerHead, "static scales per layer and KV head (the first update's)"},
+        {KvQuantization::kFp8PerToken, "a scale per entry and KV head, kept in the ring beside its codes"}}) {
     Backend fp8 = variant(std::string("variant-") + kv_quantization_name(q) + "-kv-cache",
                           std::string("decoding through an fp8 e4m3 KV cache, ") + what +
-                              " (calibrated on the first update), every layer in a ring, attention on the codes in fp32");
+                              ", every layer in a ring, attention on the codes in fp32");
     fp8.kv_cache = fp8_kv_cache_ops(q);
     out.push_back(std::move(fp8));
   }
