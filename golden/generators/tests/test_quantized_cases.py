@@ -13,7 +13,7 @@ Q8_0 GGUF, the bf16 golden is computed on that file's dequantized weights, and l
 - the envelope refuses a float model of another geometry.
 
 Needs llama.cpp's pinned environment (impl/third_party/pinned_envs.sh llama-cpp): skipped without
-it, failed without it when GEMMA4_REQUIRE_LLAMA_CPP=1 (ci/test.sh sets it). GEMMA4_CONFORM names
+it, failed without it when GEMMA4_REQUIRE_LLAMA_CPP=1 (ci/test.sh --all sets it). GEMMA4_CONFORM names
 the gemma4-conform binary.
 """
 from __future__ import annotations
