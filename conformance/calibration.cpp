@@ -45,12 +45,14 @@ std::vector<Separation> separation_table(const Report& calibration) {
         if (!is_legitimate && !faulty_here) continue;
         double largest = 0;
         std::string where;
+        bool judged = false;  // a category left out (--categories, --skip-categories) has no rows
         for (const Result& row : r.results) {
           if (row.category != info.category || row.status == Status::kNotSupported) continue;
+          judged = true;
           if (row.ratio() >= largest) largest = row.ratio(), where = row.test + " " + row.case_name;
         }
         if (is_legitimate && largest >= s.worst_legitimate) s.worst_legitimate = largest, s.worst_legitimate_at = who(r) + ": " + where;
-        if (faulty_here) {
+        if (faulty_here && judged) {
           auto [it, fresh] = faulty_strongest.emplace(r.subject, largest);
           if (!fresh) it->second = std::min(it->second, largest);
         }

@@ -57,6 +57,23 @@ TEST(CalibrateCli, AVariantPassesAndAFaultyBackendFailsWhereItSays) {
   EXPECT_NE(c.cli.out.find("PASS: 4/4 runs as expected"), std::string::npos) << c.cli.out;
 }
 
+// A category the run left out is no separation row to fail: faulty-decode-ignores-window declares
+// decode and real_size, and only decode is judged here.
+TEST(CalibrateCli, ACategoryLeftOutIsNotCountedAsNotSeparated) {
+  const Calibration c = calibrate("--dtype f32 --categories decode --backends '^faulty-decode-ignores-window$'");
+  EXPECT_EQ(c.cli.exit_code, 0) << c.cli.out << c.cli.err;
+  bool decode_row = false;
+  for (const auto& s : c.report.at("separation")) {
+    EXPECT_TRUE(s.at("separated").get<bool>()) << s.dump();
+    if (s.at("category") == "decode") {
+      decode_row = true;
+      EXPECT_GT(s.at("weakest_faulty_ratio").get<double>(), 1.0) << s.dump();
+    }
+  }
+  EXPECT_TRUE(decode_row);
+  EXPECT_EQ(c.cli.out.find("NOT SEPARATED"), std::string::npos) << c.cli.out;
+}
+
 // The negative controls of the calibration itself: a bug that claims to be legitimate, and a
 // correct backend that claims a bug.
 TEST(CalibrateCli, BackendsThatLieAboutTheirKindAreCaught) {
