@@ -58,11 +58,30 @@ def test_browser_check_catches_a_wrong_number_and_a_dead_link(tmp_path):
     row["cells"]["golden"] = {"verdict": "fail", "tests": 9, "failed_tests": 2, "worst_ratio": 3.5, "worst_at": "x",
                               "failing": []}
     dom = chromium_dom(BOARD / "index.html", tmp_path / "profile")
-    assert any("data-verdict 'pass', the JSON says 'fail'" in p for p in rendered_problems(dom, mutated))
+    problems = rendered_problems(dom, mutated)
+    assert any(p.startswith("row ") and "data-verdict 'pass', the JSON says 'fail'" in p for p in problems), problems
+    # the summary line of that implementation sums the row up: its cell must say so too
+    assert any(p.startswith("summary ") and "data-verdict 'pass', the JSON says 'fail'" in p for p in problems), problems
     broken = tmp_path / "broken.html"
     broken.write_text(page(board).replace("</h1>", '</h1><a href="#no-such-section">x</a>', 1))
     problems = rendered_problems(chromium_dom(broken, tmp_path / "profile2"), board)
     assert problems == ["link #no-such-section has no target on the page"]
+
+
+def test_browser_check_catches_a_summary_that_hides_a_failure(tmp_path):
+    """Negative control of the summary alone: the committed page with one failing summary cell shown as
+    passing (the detail rows untouched) must be reported."""
+    board = committed()
+    text = page(board)
+    start = text.index('<table id="summary">')
+    end = text.index("</table>", start)
+    summary = text[start:end]
+    assert 'data-verdict="fail"' in summary
+    tampered = tmp_path / "tampered.html"
+    tampered.write_text(text[:start] + summary.replace('data-verdict="fail"', 'data-verdict="pass"', 1) + text[end:])
+    problems = rendered_problems(chromium_dom(tampered, tmp_path / "profile"), board)
+    assert len(problems) == 1 and problems[0].startswith("summary summary-"), problems
+    assert "data-verdict 'pass', the JSON says 'fail'" in problems[0]
 
 
 def run_board(tmp_path, *args, env=None) -> dict:

@@ -1,10 +1,12 @@
 """keras-hub 0.32.0 runs a Gemma-4 checkpoint with use_bidirectional_attention="all" as another model.
 
 Project: keras-team/keras-hub 0.32.0 (keras 3.15.1, KERAS_BACKEND=torch), transformers 5.17.0.
-Bug: (1) convert_gemma4.py maps only use_bidirectional_attention == "vision" and drops "all", so
-  the checkpoint runs causally; (2) with use_bidirectional_attention=True on the backbone,
-  Gemma4DecoderBlock._compute_attention_mask returns the padding mask before the sliding window is
-  applied, so sliding layers see the whole sequence (Gemma4Attention._mask_sliding_window's
+Not supported, silently: (1) convert_gemma4.py maps use_bidirectional_attention only when it is
+  "vision" (its comment at L251-258 says keras-hub's own use_bidirectional_attention, every token,
+  is a separate concept for embedding models, never set from this field), so an "all" checkpoint
+  runs causally without a word; (2) set by hand on the backbone, use_bidirectional_attention=True
+  makes Gemma4DecoderBlock._compute_attention_mask return the padding mask before the sliding
+  window is applied, so sliding layers see the whole sequence (Gemma4Attention._mask_sliding_window's
   bidirectional branch is never reached).
 Source: keras_hub/src/utils/transformers/convert_gemma4.py, convert_backbone_config (hf_bidir ==
   "vision"); keras_hub/src/models/gemma4/gemma4_decoder_block.py, _compute_attention_mask.

@@ -10,6 +10,8 @@ from __future__ import annotations
 import html
 import math
 
+from .summary import summary_expected, summary_html, summary_markdown
+
 SYMBOL = {"pass": "pass", "fail": "FAIL", "not_supported": "not supported", "not_applicable": "-",
           "not_run": "not run", "cannot_run": "cannot run here"}
 
@@ -54,15 +56,25 @@ def envelope_lines(board: dict) -> list[tuple[str, ...]]:
     return lines
 
 
+def made_by(board: dict) -> tuple[list[str], list[str]]:
+    """The commands that made the board (one per board merged, joined by " ; ") and its machines, each once."""
+    commands = [c.strip() for c in board["command"].split(" ; ") if c.strip()]
+    machines = list(dict.fromkeys(m.strip() for m in board["machine"].split(";") if m.strip()))
+    return commands, machines
+
+
 def markdown(board: dict) -> str:
     cats = board["categories"]
-    lines = [f"| implementation | version | device | dtype | {' | '.join(cats)} |",
+    lines = ["Each implementation at a glance (a cell: pass, or the categories that fail with their worst "
+             "error/bound; our in-tree backends in one line):", ""] + summary_markdown(board) + ["", "Every row:", "",
+             f"| implementation | version | device | dtype | {' | '.join(cats)} |",
              "|---|---|---|---|" + "---|" * len(cats)]
     for row in board["rows"]:
         cells = " | ".join(cell_text(row["cells"][c]) for c in cats)
         lines.append(f"| {row['subject']} | {row['version']} | {row['device']} | {row['dtype']} | {cells} |")
     lines.append("")
-    lines.append(f"Machine: {board['machine']}. Cells: pass judged/tests; FAIL failed/tests (worst error/bound); "
+    _, machines = made_by(board)
+    lines.append(f"Machines: {'; '.join(machines)}. Cells: pass judged/tests; FAIL failed/tests (worst error/bound); "
                  "not supported (the subject's reason); cannot run here (why); - (the runner has no such category).")
     for row in board["rows"]:
         if row.get("triage"):
@@ -129,21 +141,43 @@ def page(board: dict) -> str:
                      "\"Quantized subjects\").</p>\n<table id=\"envelope\"><tr>" + "".join(f"<th>{h}</th>" for h in ENVELOPE_HEAD)
                      + "</tr>" + "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in line) + "</tr>"
                                          for line in envelope) + "</table>\n") if envelope else ""
+    commands, machines = made_by(board)
     style = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid #bbb;"
              "padding:2px 6px;font-size:13px;text-align:left}.pass{background:#d9f2d9}.fail{background:#f7c5c5}"
              ".not_supported,.cannot_run,.not_run{background:#eee;color:#555}.untriaged{color:#b00;font-weight:bold}.not_applicable{color:#999}")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Gemma-4 conformance scoreboard"
             f"</title><style>{style}</style></head><body>\n<h1>Gemma-4 conformance scoreboard</h1>\n"
-            f"<p>Made by <code>{html.escape(board['command'])}</code> on {html.escape(board['machine'])}. "
-            "Cells: pass judged/tests; FAIL failed/tests (worst error/bound, linked to the failing rows); "
-            "not supported (the subject's reason, on hover); cannot run here (why, on hover).</p>\n"
+            "<p>Each implementation at a glance: a cell is pass, or the categories that fail with their worst "
+            "error/bound, linked to the rows below; cannot run here (why, on hover); - not on this board. Our "
+            "in-tree backends are one line (open it for the list).</p>\n" + summary_html(board)
+            + "<h2>Every row</h2>\n<p>Cells: pass judged/tests; FAIL failed/tests (worst error/bound, linked to the "
+            "failing rows); not supported (the subject's reason, on hover); cannot run here (why, on hover).</p>\n"
             f'<table id="scoreboard"><thead><tr><th>implementation</th><th>version</th><th>device</th>'
             f"<th>dtype</th>{head}</tr></thead><tbody>\n" + "\n".join(body) + "\n</tbody></table>\n"
-            + envelope_html + f"<h2>Not on the board yet</h2><ul>{not_yet}</ul>\n<h2>Failing rows and triage</h2>\n"
+            + envelope_html + f"<h2>Not on the board yet</h2><ul>{not_yet}</ul>\n<h2>How it was made</h2><ul>"
+            + "".join(f"<li><code>{html.escape(c)}</code></li>" for c in commands) + "</ul>\n<p>On "
+            + html.escape("; ".join(machines)) + ".</p>\n<h2>Failing rows and triage</h2>\n"
             + "\n".join(details) + "\n</body></html>\n")
 
 
 # --- the page as a browser rendered it ------------------------------------------------------------
+
+def table_problems(what: str, expected: dict[str, list[dict]], rendered: dict[str, list[dict]]) -> list[str]:
+    """A rendered table against what the JSON says: {row id: [each cell's attributes]} both."""
+    problems = []
+    for rid, wants in expected.items():
+        if rid not in rendered:
+            problems.append(f"{what} {rid} missing")
+        elif len(rendered[rid]) != len(wants):
+            problems.append(f"{what} {rid}: {len(rendered[rid])} cells, the JSON has {len(wants)}")
+        else:
+            problems += [f"{what} {rid} cell {i + 1}: {key} {attrs.get(key)!r}, the JSON says {value!r}"
+                         for i, (want, attrs) in enumerate(zip(wants, rendered[rid]))
+                         for key, value in want.items() if attrs.get(key) != value]
+    if len(rendered) != len(expected):
+        problems.append(f"{len(rendered)} {what}s on the page, {len(expected)} in the JSON")
+    return problems
+
 
 def rendered_problems(dom: str, board: dict) -> list[str]:
     """What is wrong with a browser's DOM of the page (chromium --dump-dom) against the JSON: the table
@@ -155,6 +189,7 @@ def rendered_problems(dom: str, board: dict) -> list[str]:
         def __init__(self):
             super().__init__()
             self.ids, self.links, self.rows, self.in_board = set(), [], [], False
+            self.summary, self.in_summary = [], False
 
         def handle_starttag(self, tag, attrs):
             a = dict(attrs)
@@ -163,7 +198,11 @@ def rendered_problems(dom: str, board: dict) -> list[str]:
             if tag == "a" and a.get("href", "").startswith("#"):
                 self.links.append(a["href"][1:])
             if tag == "table":
-                self.in_board = a.get("id") == "scoreboard"
+                self.in_board, self.in_summary = a.get("id") == "scoreboard", a.get("id") == "summary"
+            if self.in_summary and tag == "tr" and "id" in a:
+                self.summary.append((a["id"], []))
+            if self.in_summary and tag == "td" and "data-verdict" in a and self.summary:
+                self.summary[-1][1].append(a)
             if self.in_board and tag == "tr" and "id" in a:
                 self.rows.append((a["id"], []))
             if self.in_board and tag == "td" and "data-verdict" in a and self.rows:
@@ -174,26 +213,19 @@ def rendered_problems(dom: str, board: dict) -> list[str]:
     problems = []
     if "scoreboard" not in d.ids:
         problems.append("no table#scoreboard in the rendered page")
-    rendered = dict(d.rows)
-    cats = board["categories"]
+    expected = {}
     for row in board["rows"]:
-        rid = row_id(row)
-        if rid not in rendered:
-            problems.append(f"row {rid} missing")
-            continue
-        cells = rendered[rid]
-        if len(cells) != len(cats):
-            problems.append(f"row {rid}: {len(cells)} cells for {len(cats)} categories")
-            continue
-        for category, attrs in zip(cats, cells):
+        wants = []
+        for category in board["categories"]:
             cell = row["cells"][category]
             want = {"data-verdict": cell["verdict"]}
             if cell["verdict"] == "fail" and "failed_tests" in cell:
                 want.update({"data-failed": str(cell["failed_tests"]), "data-ratio": ratio_text(cell["worst_ratio"])})
-            for key, value in want.items():
-                if attrs.get(key) != value:
-                    problems.append(f"row {rid} {category}: {key} {attrs.get(key)!r}, the JSON says {value!r}")
-    if len(rendered) != len(board["rows"]):
-        problems.append(f"{len(rendered)} rows on the page, {len(board['rows'])} in the JSON")
+            wants.append(want)
+        expected[row_id(row)] = wants
+    problems += table_problems("row", expected, dict(d.rows))
+    if "summary" not in d.ids:
+        problems.append("no table#summary in the rendered page")
+    problems += table_problems("summary", summary_expected(board), dict(d.summary))
     problems += [f"link #{target} has no target on the page" for target in d.links if target not in d.ids]
     return problems

@@ -1,0 +1,173 @@
+"""The board at a glance: one line per implementation (project and path: attention, kernel, loader or
+quantization), one column per device and dtype, each cell a whole verdict: pass, or the categories
+that fail with their worst ratio, or why it cannot run there. Our in-tree backends are one line, the
+worst of them. The page (page.py) and the Markdown table show this first; the browser test reads the
+page's summary back and compares it with what this module computes from the JSON.
+"""
+from __future__ import annotations
+
+import html
+import math
+import re
+from enum import Enum
+
+IN_TREE = "gemma4-conformance"  # our own backends (the reference, variants, cuda): one collapsed line
+FLOAT_DTYPES = ("f32", "bf16", "f16")
+DEVICES = ("cpu", "cuda")
+
+
+class Verdict(str, Enum):
+    """A summary cell, worst first: one failing row makes the cell fail."""
+    FAIL = "fail"
+    PASS = "pass"
+    NOT_SUPPORTED = "not_supported"  # ran, and every category it has said not supported
+    NOT_RUN = "not_run"
+    CANNOT_RUN = "cannot_run"        # the implementation is not installed or has no such device here
+
+
+def column(row: dict) -> str:
+    """The summary column of a row: its device and dtype, a quantized row's under "quantized" (its
+    dtype names the format: Q8_0, mlx-4bit, ...); an fp8 KV cache keeps its compute dtype."""
+    dtype = row["dtype"].split(",")[0]
+    return f"{row['device']} {dtype if dtype in FLOAT_DTYPES else 'quantized'}"
+
+
+def line_name(row: dict) -> str:
+    return IN_TREE if row["implementation"] == IN_TREE else f"{row['implementation']} {row['path']}"
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+
+
+def row_verdict(row: dict) -> tuple[Verdict, dict[str, float]]:
+    """One row's whole verdict, and its failing categories with their worst ratio (inf: no ratio)."""
+    cells = row["cells"]
+    fails = {c: cell.get("worst_ratio") for c, cell in cells.items() if cell["verdict"] == "fail"}
+    if fails:
+        return Verdict.FAIL, {c: math.inf if r is None else r for c, r in fails.items()}
+    verdicts = {cell["verdict"] for cell in cells.values()} - {"not_applicable"}
+    if "pass" in verdicts:
+        return Verdict.PASS, {}
+    if "cannot_run" in verdicts:
+        return Verdict.CANNOT_RUN, {}
+    if "not_supported" in verdicts:
+        return Verdict.NOT_SUPPORTED, {}
+    return Verdict.NOT_RUN, {}
+
+
+def cannot_run_why(row: dict) -> str:
+    return next((cell.get("why", "") for cell in row["cells"].values() if cell["verdict"] == "cannot_run"), "")
+
+
+def summary(board: dict) -> dict:
+    """{"columns": [...], "lines": [{"name", "kind", "versions", "paths", "rows": [(row id, label)], "cells":
+    {column: cell}}]}; a
+    cell is {"verdict", "fails": {category: worst ratio}, "rows": [row ids it covers], "why"}."""
+    from .page import row_id  # the detail table's anchors
+
+    order = list(Verdict)
+    columns: list[str] = []
+    lines: dict[str, dict] = {}
+    for row in board["rows"]:
+        col = column(row)
+        if col not in columns:
+            columns.append(col)
+        line = lines.setdefault(line_name(row), {"name": line_name(row), "kind": row["kind"], "versions": [],
+                                                 "paths": [], "rows": [], "cells": {}})
+        if row["path"] not in line["paths"]:
+            line["paths"].append(row["path"])
+        if row["version"] not in line["versions"]:
+            line["versions"].append(row["version"])
+        line["rows"].append((row_id(row), f"{row['path']}, {row['device']}, {row['dtype']}"))
+        verdict, fails = row_verdict(row)
+        cell = line["cells"].setdefault(col, {"verdict": verdict, "fails": {}, "rows": [], "why": "",
+                                              "first_row": row_id(row)})
+        if order.index(verdict) < order.index(cell["verdict"]):
+            cell["verdict"] = verdict
+        for category, ratio in fails.items():
+            cell["fails"][category] = max(ratio, cell["fails"].get(category, 0.0))
+        if verdict == Verdict.FAIL:
+            cell["rows"].append(row_id(row))
+        if verdict == Verdict.CANNOT_RUN and not cell["why"]:
+            cell["why"] = cannot_run_why(row)
+    cats = board["categories"]
+    for line in lines.values():
+        # "not installed" (a row that cannot run here) only when no row names a version
+        line["versions"] = [v for v in line["versions"] if v != "not installed"] or line["versions"]
+        for cell in line["cells"].values():
+            cell["fails"] = dict(sorted(cell["fails"].items(), key=lambda item: cats.index(item[0])))
+            first = cell.pop("first_row")
+            cell["rows"] = cell["rows"] or [first]  # the failing rows, or the first row it sums up
+    columns.sort(key=lambda c: (DEVICES.index(c.split()[0]) if c.split()[0] in DEVICES else len(DEVICES),
+                                (*FLOAT_DTYPES, "quantized").index(c.split()[1])))
+    # Implementations in the board's order, ours last: what a user compares comes first.
+    ordered = sorted(lines.values(), key=lambda line: line["name"] == IN_TREE)
+    return {"columns": columns, "lines": ordered}
+
+
+def fails_text(fails: dict[str, float]) -> str:
+    """"golden x12.3, decode x2.1": the failing categories and their worst ratio."""
+    return ", ".join(f"{c} x{'inf' if math.isinf(r) else f'{r:.3g}'}" for c, r in fails.items())
+
+
+def cell_text(cell: dict | None) -> str:
+    if cell is None:
+        return "-"
+    verdict = cell["verdict"]
+    if verdict == Verdict.FAIL:
+        return "FAIL: " + fails_text(cell["fails"])
+    return {Verdict.PASS: "pass", Verdict.NOT_SUPPORTED: "not supported", Verdict.NOT_RUN: "not run",
+            Verdict.CANNOT_RUN: "cannot run here"}[verdict]
+
+
+def line_id(line: dict) -> str:
+    return "summary-" + slug(line["name"])
+
+
+def _cell_html(cell: dict | None) -> str:
+    if cell is None:
+        return '<td class="not_applicable" data-verdict="none">-</td>'
+    verdict = cell["verdict"].value
+    attrs = f'class="{verdict}" data-verdict="{verdict}" data-fails="{html.escape(fails_text(cell["fails"]), quote=True)}"'
+    if cell["why"]:
+        attrs += f' title="{html.escape(cell["why"], quote=True)}"'
+    links = " ".join(f'<a href="#{rid}">{"row" if len(cell["rows"]) == 1 else f"row {i + 1}"}</a>'
+                     for i, rid in enumerate(cell["rows"]))
+    return f"<td {attrs}>{html.escape(cell_text(cell))} <small>{links}</small></td>"
+
+
+def summary_html(board: dict) -> str:
+    """table#summary: a line per implementation, a cell per device and dtype, each linked to the rows
+    of the detail table it sums up; our in-tree backends' line expands to the list of them."""
+    s = summary(board)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in s["columns"])
+    body = []
+    for line in s["lines"]:
+        name = html.escape(line["name"])
+        if line["name"] == IN_TREE:
+            items = "".join(f'<li><a href="#{rid}">{html.escape(label)}</a></li>' for rid, label in line["rows"])
+            name = (f"<details><summary>{name}: our {len(line['paths'])} in-tree backends (the reference, its "
+                    f"variants, cuda)</summary><ul>{items}</ul></details>")
+        cells = "".join(_cell_html(line["cells"].get(c)) for c in s["columns"])
+        body.append(f'<tr id="{line_id(line)}"><th scope="row">{name}</th>'
+                    f'<td>{html.escape(", ".join(line["versions"]))}</td>{cells}</tr>')
+    return (f'<table id="summary"><thead><tr><th>implementation</th><th>version</th>{head}</tr></thead><tbody>\n'
+            + "\n".join(body) + "\n</tbody></table>\n")
+
+
+def summary_markdown(board: dict) -> list[str]:
+    s = summary(board)
+    lines = ["| implementation | version | " + " | ".join(s["columns"]) + " |", "|---|---|" + "---|" * len(s["columns"])]
+    for line in s["lines"]:
+        cells = " | ".join(cell_text(line["cells"].get(c)) for c in s["columns"])
+        lines.append(f"| {line['name']} | {', '.join(line['versions'])} | {cells} |")
+    return lines
+
+
+def summary_expected(board: dict) -> dict[str, list[dict[str, str]]]:
+    """What each summary line's cells must carry on the page, in column order: {line id: [attributes]}."""
+    s = summary(board)
+    return {line_id(line): [{"data-verdict": "none"} if (cell := line["cells"].get(col)) is None else
+                            {"data-verdict": cell["verdict"].value, "data-fails": fails_text(cell["fails"])}
+                            for col in s["columns"]] for line in s["lines"]}
