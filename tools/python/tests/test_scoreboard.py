@@ -84,6 +84,21 @@ def test_browser_check_catches_a_summary_that_hides_a_failure(tmp_path):
     assert "data-verdict 'pass', the JSON says 'fail'" in problems[0]
 
 
+def test_a_row_that_cannot_run_says_so_once(monkeypatch):
+    """A row that cannot run on its device is one cell across the row (the reason once, not per
+    category); the same page with that row cut into cells, as before, is reported (no browser)."""
+    import importlib
+    page_module = importlib.import_module("gemma4_conform.scoreboard.page")  # the module, not the function page
+    board = committed()
+    row = next(r for r in board["rows"] if page_module.cannot_run_at_all(r))
+    assert rendered_problems(page(board), board) == []
+    monkeypatch.setattr(page_module, "cannot_run_at_all", lambda r: False)
+    old_style = page(board)
+    monkeypatch.undo()
+    problems = rendered_problems(old_style, board)
+    assert f"row {page_module.row_id(row)}: {len(board['categories'])} cells, the JSON has 1" in problems, problems
+
+
 def run_board(tmp_path, *args, env=None) -> dict:
     out = tmp_path / "board"
     proc = subprocess.run([sys.executable, "-m", "gemma4_conform", "scoreboard", "--out", str(out), "--dtype", "f32",

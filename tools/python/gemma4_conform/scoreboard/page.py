@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import math
 
-from .summary import summary_expected, summary_html, summary_markdown
+from .summary import cannot_run_why, summary_expected, summary_html, summary_markdown
 
 SYMBOL = {"pass": "pass", "fail": "FAIL", "not_supported": "not supported", "not_applicable": "-",
           "not_run": "not run", "cannot_run": "cannot run here"}
@@ -70,7 +70,8 @@ def markdown(board: dict) -> str:
              f"| implementation | version | device | dtype | {' | '.join(cats)} |",
              "|---|---|---|---|" + "---|" * len(cats)]
     for row in board["rows"]:
-        cells = " | ".join(cell_text(row["cells"][c]) for c in cats)
+        cells = (" | ".join([f"cannot run here: {cannot_run_why(row)}"] + [""] * (len(cats) - 1)) if cannot_run_at_all(row)
+                 else " | ".join(cell_text(row["cells"][c]) for c in cats))
         lines.append(f"| {row['subject']} | {row['version']} | {row['device']} | {row['dtype']} | {cells} |")
     lines.append("")
     _, machines = made_by(board)
@@ -87,6 +88,11 @@ def markdown(board: dict) -> str:
                   "| " + " | ".join(ENVELOPE_HEAD) + " |", "|" + "---|" * len(ENVELOPE_HEAD)]
         lines += ["| " + " | ".join(line) + " |" for line in envelope]
     return "\n".join(lines) + "\n"
+
+
+def cannot_run_at_all(row: dict) -> bool:
+    """A row that cannot run on its device in any category: the page says so once, across the row."""
+    return {c["verdict"] for c in row["cells"].values()} - {"not_applicable"} == {"cannot_run"}
 
 
 def _cell_html(row: dict, category: str) -> str:
@@ -127,7 +133,11 @@ def page(board: dict) -> str:
                            f'{row["dtype"]}: triage</h3><p>{html.escape(triage)}</p></section>')
         elif any(c["verdict"] == "fail" for c in row["cells"].values()):
             subject += ' <span class="untriaged">untriaged</span>'
-        cells = "".join(_cell_html(row, c) for c in cats)
+        if cannot_run_at_all(row):
+            why = html.escape(cannot_run_why(row))
+            cells = f'<td class="cannot_run" data-verdict="cannot_run" colspan="{len(cats)}">cannot run here: {why}</td>'
+        else:
+            cells = "".join(_cell_html(row, c) for c in cats)
         body.append(f'<tr id="{row_id(row)}"><th scope="row" title="{html.escape(row.get("note", ""), quote=True)}">'
                     f'{subject}</th><td>{html.escape(row["version"])}</td><td>{row["device"]}</td>'
                     f'<td>{row["dtype"]}</td>{cells}</tr>')
@@ -215,6 +225,9 @@ def rendered_problems(dom: str, board: dict) -> list[str]:
         problems.append("no table#scoreboard in the rendered page")
     expected = {}
     for row in board["rows"]:
+        if cannot_run_at_all(row):
+            expected[row_id(row)] = [{"data-verdict": "cannot_run"}]
+            continue
         wants = []
         for category in board["categories"]:
             cell = row["cells"][category]
