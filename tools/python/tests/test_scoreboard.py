@@ -99,6 +99,22 @@ def test_a_row_that_cannot_run_says_so_once(monkeypatch):
     assert f"row {page_module.row_id(row)}: {len(board['categories'])} cells, the JSON has 1" in problems, problems
 
 
+def test_history_shows_when_a_bug_came_and_went():
+    """transformers' SDPA path over the releases on the board: 5.5.1's use_cache=False bug on KV-shared
+    models, fixed in 5.5.2; a page whose history hides a failure is reported (no browser)."""
+    from gemma4_conform.scoreboard.summary import history
+    board = committed()
+    (line,) = [h for h in history(board) if h["name"] == "transformers sdpa"]
+    assert [(v, verdict.value) for v, verdict, _ in line["versions"]] == \
+        [("5.5.1", "fail"), ("5.5.2", "pass"), ("5.17.0", "pass")]
+    assert set(line["versions"][0][2]) == {"multithreaded_recompute", "decode"}
+    mutated = json.loads(json.dumps(board))
+    row = next(r for r in mutated["rows"] if r["version"] == "5.5.2" and r["cells"]["golden"]["verdict"] == "pass")
+    row["cells"]["golden"] = {"verdict": "fail", "tests": 9, "failed_tests": 1, "worst_ratio": 2.0, "failing": []}
+    problems = rendered_problems(page(board), mutated)
+    assert any(p.startswith("history history-transformers_sdpa:") and "5.5.2:fail" in p for p in problems), problems
+
+
 def run_board(tmp_path, *args, env=None) -> dict:
     out = tmp_path / "board"
     proc = subprocess.run([sys.executable, "-m", "gemma4_conform", "scoreboard", "--out", str(out), "--dtype", "f32",

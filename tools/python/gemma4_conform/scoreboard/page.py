@@ -10,7 +10,8 @@ from __future__ import annotations
 import html
 import math
 
-from .summary import cannot_run_why, summary_expected, summary_html, summary_markdown
+from .summary import (cannot_run_why, history, history_expected, history_html, history_text, summary_expected,
+                      summary_html, summary_markdown)
 
 SYMBOL = {"pass": "pass", "fail": "FAIL", "not_supported": "not supported", "not_applicable": "-",
           "not_run": "not run", "cannot_run": "cannot run here"}
@@ -66,7 +67,7 @@ def made_by(board: dict) -> tuple[list[str], list[str]]:
 def markdown(board: dict) -> str:
     cats = board["categories"]
     lines = ["Each implementation at a glance (a cell: pass, or the categories that fail with their worst "
-             "error/bound; our in-tree backends in one line):", ""] + summary_markdown(board) + ["", "Every row:", "",
+             "error/bound; our in-tree backends in one line):", ""] + summary_markdown(board) + [""] + [f"- {history_text(line)}" for line in history(board)] + ["", "Every row:", "",
              f"| implementation | version | device | dtype | {' | '.join(cats)} |",
              "|---|---|---|---|" + "---|" * len(cats)]
     for row in board["rows"]:
@@ -160,7 +161,7 @@ def page(board: dict) -> str:
             "<p>Each implementation at a glance: a cell is pass, or the categories that fail with their worst "
             "error/bound, linked to the rows below; cannot run here (why, on hover); - not on this board. Our "
             "in-tree backends are one line (open it for the list).</p>\n" + summary_html(board)
-            + "<h2>Every row</h2>\n<p>Cells: pass judged/tests; FAIL failed/tests (worst error/bound, linked to the "
+            + history_html(board) + "<h2>Every row</h2>\n<p>Cells: pass judged/tests; FAIL failed/tests (worst error/bound, linked to the "
             "failing rows); not supported (the subject's reason, on hover); cannot run here (why, on hover).</p>\n"
             f'<table id="scoreboard"><thead><tr><th>implementation</th><th>version</th><th>device</th>'
             f"<th>dtype</th>{head}</tr></thead><tbody>\n" + "\n".join(body) + "\n</tbody></table>\n"
@@ -199,7 +200,7 @@ def rendered_problems(dom: str, board: dict) -> list[str]:
         def __init__(self):
             super().__init__()
             self.ids, self.links, self.rows, self.in_board = set(), [], [], False
-            self.summary, self.in_summary = [], False
+            self.summary, self.in_summary, self.history = [], False, {}
 
         def handle_starttag(self, tag, attrs):
             a = dict(attrs)
@@ -207,6 +208,8 @@ def rendered_problems(dom: str, board: dict) -> list[str]:
                 self.ids.add(a["id"])
             if tag == "a" and a.get("href", "").startswith("#"):
                 self.links.append(a["href"][1:])
+            if tag == "li" and "data-versions" in a:
+                self.history[a.get("id", "")] = a["data-versions"]
             if tag == "table":
                 self.in_board, self.in_summary = a.get("id") == "scoreboard", a.get("id") == "summary"
             if self.in_summary and tag == "tr" and "id" in a:
@@ -240,5 +243,9 @@ def rendered_problems(dom: str, board: dict) -> list[str]:
     if "summary" not in d.ids:
         problems.append("no table#summary in the rendered page")
     problems += table_problems("summary", summary_expected(board), dict(d.summary))
+    for item, versions in history_expected(board).items():
+        if d.history.get(item) != versions:
+            problems.append(f"history {item}: {d.history.get(item)!r}, the JSON says {versions!r}")
+    problems += [f"history {item} is not in the JSON" for item in d.history if item not in history_expected(board)]
     problems += [f"link #{target} has no target on the page" for target in d.links if target not in d.ids]
     return problems

@@ -171,3 +171,55 @@ def summary_expected(board: dict) -> dict[str, list[dict[str, str]]]:
     return {line_id(line): [{"data-verdict": "none"} if (cell := line["cells"].get(col)) is None else
                             {"data-verdict": cell["verdict"].value, "data-fails": fails_text(cell["fails"])}
                             for col in s["columns"]] for line in s["lines"]}
+
+
+# --- history: the versions of one implementation judged on the board -------------------------------
+
+HISTORIC = re.compile(r"\s*\((?P<version>[^,()]+), historic\)$")  # "sdpa (5.5.1, historic)"
+
+
+def version_key(version: str) -> tuple:
+    return tuple(int(n) for n in re.findall(r"\d+", version))
+
+
+def history(board: dict) -> list[dict]:
+    """Per implementation and path with more than one version on the board (historic releases run in
+    their pinned environments beside the current one), the versions in order, each with its whole
+    verdict over every device and dtype: [{"name", "versions": [(version, verdict, fails)]}]."""
+    order = list(Verdict)
+    groups: dict[str, dict[str, list]] = {}
+    for row in board["rows"]:
+        if row["implementation"] == IN_TREE or row["version"] == "not installed":
+            continue
+        name = f"{row['implementation']} {HISTORIC.sub('', row['path'])}"
+        verdict, fails = row_verdict(row)
+        entry = groups.setdefault(name, {}).setdefault(row["version"], [verdict, {}])
+        if order.index(verdict) < order.index(entry[0]):
+            entry[0] = verdict
+        for category, ratio in fails.items():
+            entry[1][category] = max(ratio, entry[1].get(category, 0.0))
+    cats = board["categories"]
+    return [{"name": name, "versions": [(v, entry[0], dict(sorted(entry[1].items(), key=lambda i: cats.index(i[0]))))
+                                        for v, entry in sorted(versions.items(), key=lambda i: version_key(i[0]))]}
+            for name, versions in groups.items() if len(versions) > 1]
+
+
+def history_text(line: dict) -> str:
+    """"transformers sdpa: 5.5.1 FAIL (decode x9.97) -> 5.5.2 pass -> 5.17.0 pass"."""
+    steps = [f"{v} {cell_text({'verdict': verdict, 'fails': fails})}" for v, verdict, fails in line["versions"]]
+    return f"{line['name']}: " + " -> ".join(steps)
+
+
+def history_expected(board: dict) -> dict[str, str]:
+    """What each history item carries on the page: {item id: data-versions}."""
+    return {"history-" + slug(line["name"]): ",".join(f"{v}:{verdict.value}" for v, verdict, _ in line["versions"])
+            for line in history(board)}
+
+
+def history_html(board: dict) -> str:
+    items = "".join(f'<li id="history-{slug(line["name"])}" data-versions="'
+                    + ",".join(f"{v}:{verdict.value}" for v, verdict, _ in line["versions"])
+                    + f'">{html.escape(history_text(line))}</li>' for line in history(board))
+    return ("<h2>History of an implementation</h2>\n<p>The versions of one implementation judged on this board, "
+            "oldest first, each with its whole verdict over every device and dtype: when a bug came and went.</p>\n"
+            f'<ul id="history">{items}</ul>\n') if items else ""
