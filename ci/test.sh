@@ -5,7 +5,8 @@
 #   ci/test.sh          the per-commit CI: every CTest test but those labelled `extended`
 #   ci/test.sh --all    every test: also the extended ones (the faulty backends' bf16 calibration,
 #                       llama.cpp judged on its own Q8_0 file, after building llama.cpp's pinned
-#                       environment); the GPU test stage's ctest step runs them all as well
+#                       environment); the GPU test stage's ctest step runs them too (there
+#                       quantized_llama_cpp skips unless llama.cpp's pinned environment is built)
 #
 # `extended` holds what would push the per-commit CI on the 2-core CI machine past its 15 minutes
 # and is checked elsewhere too (each test's CMakeLists comment says where).

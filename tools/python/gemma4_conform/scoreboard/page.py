@@ -8,22 +8,9 @@ table (#rows-<row>-<category>), and every row to its triage when it has one.
 from __future__ import annotations
 
 import html
-import math
 
-from .summary import (cannot_run_why, history, history_expected, history_html, history_text, summary_expected,
-                      summary_html, summary_markdown)
-
-SYMBOL = {"pass": "pass", "fail": "FAIL", "not_supported": "not supported", "not_applicable": "-",
-          "not_run": "not run", "cannot_run": "cannot run here"}
-
-
-def row_id(row: dict) -> str:
-    return "-".join(part.replace(" ", "_").replace("/", "_") for part in
-                    (row["implementation"], row["path"], row["device"], row["dtype"]))
-
-
-def ratio_text(r) -> str:
-    return "inf" if r is None or (isinstance(r, float) and math.isinf(r)) else f"{r:.3g}"
+from .summary import (SYMBOL, cannot_run_why, history, history_expected, history_html, history_text, ratio_text,
+                      row_id, summary_expected, summary_html, summary_markdown)
 
 
 def cell_text(cell: dict) -> str:
@@ -67,9 +54,10 @@ def made_by(board: dict) -> tuple[list[str], list[str]]:
 def markdown(board: dict) -> str:
     cats = board["categories"]
     lines = ["Each implementation at a glance (a cell: pass, or the categories that fail with their worst "
-             "error/bound; our in-tree backends in one line):", ""] + summary_markdown(board) + [""] + [f"- {history_text(line)}" for line in history(board)] + ["", "Every row:", "",
-             f"| implementation | version | device | dtype | {' | '.join(cats)} |",
-             "|---|---|---|---|" + "---|" * len(cats)]
+             "error/bound; our in-tree backends in one line):", ""] + summary_markdown(board) + [""]
+    lines += [f"- {history_text(line)}" for line in history(board)]
+    lines += ["", "Every row:", "", f"| implementation | version | device | dtype | {' | '.join(cats)} |",
+              "|---|---|---|---|" + "---|" * len(cats)]
     for row in board["rows"]:
         cells = (" | ".join([f"cannot run here: {cannot_run_why(row)}"] + [""] * (len(cats) - 1)) if cannot_run_at_all(row)
                  else " | ".join(cell_text(row["cells"][c]) for c in cats))
@@ -243,9 +231,10 @@ def rendered_problems(dom: str, board: dict) -> list[str]:
     if "summary" not in d.ids:
         problems.append("no table#summary in the rendered page")
     problems += table_problems("summary", summary_expected(board), dict(d.summary))
-    for item, versions in history_expected(board).items():
+    history_items = history_expected(board)
+    for item, versions in history_items.items():
         if d.history.get(item) != versions:
             problems.append(f"history {item}: {d.history.get(item)!r}, the JSON says {versions!r}")
-    problems += [f"history {item} is not in the JSON" for item in d.history if item not in history_expected(board)]
+    problems += [f"history {item} is not in the JSON" for item in d.history if item not in history_items]
     problems += [f"link #{target} has no target on the page" for target in d.links if target not in d.ids]
     return problems

@@ -9,20 +9,27 @@ from __future__ import annotations
 import html
 import math
 import re
-from enum import Enum
+
+from .run import Verdict
 
 IN_TREE = "gemma4-conformance"  # our own backends (the reference, variants, cuda): one collapsed line
 FLOAT_DTYPES = ("f32", "bf16", "f16")
 DEVICES = ("cpu", "cuda")
+# A whole verdict, worst first: one failing row or category makes it fail; then any pass; a line
+# that cannot run at all says so before one whose checks were all not supported or left out.
+SEVERITY = (Verdict.FAIL, Verdict.PASS, Verdict.CANNOT_RUN, Verdict.NOT_SUPPORTED, Verdict.NOT_RUN)
+SYMBOL = {"pass": "pass", "fail": "FAIL", "not_supported": "not supported", "not_applicable": "-",
+          "not_run": "not run", "cannot_run": "cannot run here"}
 
 
-class Verdict(str, Enum):
-    """A summary cell, worst first: one failing row makes the cell fail."""
-    FAIL = "fail"
-    PASS = "pass"
-    NOT_SUPPORTED = "not_supported"  # ran, and every category it has said not supported
-    NOT_RUN = "not_run"
-    CANNOT_RUN = "cannot_run"        # the implementation is not installed or has no such device here
+def row_id(row: dict) -> str:
+    """The anchor of a row of the detail table."""
+    return "-".join(part.replace(" ", "_").replace("/", "_") for part in
+                    (row["implementation"], row["path"], row["device"], row["dtype"]))
+
+
+def ratio_text(r) -> str:
+    return "inf" if r is None or (isinstance(r, float) and math.isinf(r)) else f"{r:.3g}"
 
 
 def column(row: dict) -> str:
@@ -41,19 +48,26 @@ def slug(text: str) -> str:
 
 
 def row_verdict(row: dict) -> tuple[Verdict, dict[str, float]]:
-    """One row's whole verdict, and its failing categories with their worst ratio (inf: no ratio)."""
+    """One row's whole verdict (the worst of its cells, SEVERITY), and its failing categories with their
+    worst ratio (inf: no ratio)."""
     cells = row["cells"]
-    fails = {c: cell.get("worst_ratio") for c, cell in cells.items() if cell["verdict"] == "fail"}
-    if fails:
-        return Verdict.FAIL, {c: math.inf if r is None else r for c, r in fails.items()}
-    verdicts = {cell["verdict"] for cell in cells.values()} - {"not_applicable"}
-    if "pass" in verdicts:
-        return Verdict.PASS, {}
-    if "cannot_run" in verdicts:
-        return Verdict.CANNOT_RUN, {}
-    if "not_supported" in verdicts:
-        return Verdict.NOT_SUPPORTED, {}
-    return Verdict.NOT_RUN, {}
+    fails = {c: math.inf if cell.get("worst_ratio") is None else cell["worst_ratio"]
+             for c, cell in cells.items() if cell["verdict"] == Verdict.FAIL.value}
+    present = {cell["verdict"] for cell in cells.values()}
+    return next((v for v in SEVERITY if v.value in present), Verdict.NOT_RUN), fails
+
+
+def fold(whole: dict, verdict: Verdict, fails: dict[str, float]) -> None:
+    """Folds one row's verdict into a whole one ({"verdict", "fails"}): the worse verdict, and per
+    failing category the worst ratio."""
+    if SEVERITY.index(verdict) < SEVERITY.index(whole["verdict"]):
+        whole["verdict"] = verdict
+    for category, ratio in fails.items():
+        whole["fails"][category] = max(ratio, whole["fails"].get(category, 0.0))
+
+
+def by_category(fails: dict[str, float], categories: list[str]) -> dict[str, float]:
+    return dict(sorted(fails.items(), key=lambda item: categories.index(item[0])))
 
 
 def cannot_run_why(row: dict) -> str:
@@ -61,20 +75,17 @@ def cannot_run_why(row: dict) -> str:
 
 
 def summary(board: dict) -> dict:
-    """{"columns": [...], "lines": [{"name", "kind", "versions", "paths", "rows": [(row id, label)], "cells":
+    """{"columns": [...], "lines": [{"name", "versions", "paths", "rows": [(row id, label)], "cells":
     {column: cell}}]}; a
     cell is {"verdict", "fails": {category: worst ratio}, "rows": [row ids it covers], "why"}."""
-    from .page import row_id  # the detail table's anchors
-
-    order = list(Verdict)
     columns: list[str] = []
     lines: dict[str, dict] = {}
     for row in board["rows"]:
         col = column(row)
         if col not in columns:
             columns.append(col)
-        line = lines.setdefault(line_name(row), {"name": line_name(row), "kind": row["kind"], "versions": [],
-                                                 "paths": [], "rows": [], "cells": {}})
+        line = lines.setdefault(line_name(row), {"name": line_name(row), "versions": [], "paths": [], "rows": [],
+                                                 "cells": {}})
         if row["path"] not in line["paths"]:
             line["paths"].append(row["path"])
         if row["version"] not in line["versions"]:
@@ -83,10 +94,7 @@ def summary(board: dict) -> dict:
         verdict, fails = row_verdict(row)
         cell = line["cells"].setdefault(col, {"verdict": verdict, "fails": {}, "rows": [], "why": "",
                                               "first_row": row_id(row)})
-        if order.index(verdict) < order.index(cell["verdict"]):
-            cell["verdict"] = verdict
-        for category, ratio in fails.items():
-            cell["fails"][category] = max(ratio, cell["fails"].get(category, 0.0))
+        fold(cell, verdict, fails)
         if verdict == Verdict.FAIL:
             cell["rows"].append(row_id(row))
         if verdict == Verdict.CANNOT_RUN and not cell["why"]:
@@ -96,7 +104,7 @@ def summary(board: dict) -> dict:
         # "not installed" (a row that cannot run here) only when no row names a version
         line["versions"] = [v for v in line["versions"] if v != "not installed"] or line["versions"]
         for cell in line["cells"].values():
-            cell["fails"] = dict(sorted(cell["fails"].items(), key=lambda item: cats.index(item[0])))
+            cell["fails"] = by_category(cell["fails"], cats)
             first = cell.pop("first_row")
             cell["rows"] = cell["rows"] or [first]  # the failing rows, or the first row it sums up
     columns.sort(key=lambda c: (DEVICES.index(c.split()[0]) if c.split()[0] in DEVICES else len(DEVICES),
@@ -108,17 +116,15 @@ def summary(board: dict) -> dict:
 
 def fails_text(fails: dict[str, float]) -> str:
     """"golden x12.3, decode x2.1": the failing categories and their worst ratio."""
-    return ", ".join(f"{c} x{'inf' if math.isinf(r) else f'{r:.3g}'}" for c, r in fails.items())
+    return ", ".join(f"{c} x{ratio_text(r)}" for c, r in fails.items())
 
 
 def cell_text(cell: dict | None) -> str:
     if cell is None:
         return "-"
-    verdict = cell["verdict"]
-    if verdict == Verdict.FAIL:
+    if cell["verdict"] == Verdict.FAIL:
         return "FAIL: " + fails_text(cell["fails"])
-    return {Verdict.PASS: "pass", Verdict.NOT_SUPPORTED: "not supported", Verdict.NOT_RUN: "not run",
-            Verdict.CANNOT_RUN: "cannot run here"}[verdict]
+    return SYMBOL[cell["verdict"].value]
 
 
 def line_id(line: dict) -> str:
@@ -186,21 +192,16 @@ def history(board: dict) -> list[dict]:
     """Per implementation and path with more than one version on the board (historic releases run in
     their pinned environments beside the current one), the versions in order, each with its whole
     verdict over every device and dtype: [{"name", "versions": [(version, verdict, fails)]}]."""
-    order = list(Verdict)
-    groups: dict[str, dict[str, list]] = {}
+    groups: dict[str, dict[str, dict]] = {}
     for row in board["rows"]:
         if row["implementation"] == IN_TREE or row["version"] == "not installed":
             continue
         name = f"{row['implementation']} {HISTORIC.sub('', row['path'])}"
         verdict, fails = row_verdict(row)
-        entry = groups.setdefault(name, {}).setdefault(row["version"], [verdict, {}])
-        if order.index(verdict) < order.index(entry[0]):
-            entry[0] = verdict
-        for category, ratio in fails.items():
-            entry[1][category] = max(ratio, entry[1].get(category, 0.0))
+        fold(groups.setdefault(name, {}).setdefault(row["version"], {"verdict": verdict, "fails": {}}), verdict, fails)
     cats = board["categories"]
-    return [{"name": name, "versions": [(v, entry[0], dict(sorted(entry[1].items(), key=lambda i: cats.index(i[0]))))
-                                        for v, entry in sorted(versions.items(), key=lambda i: version_key(i[0]))]}
+    return [{"name": name, "versions": [(v, whole["verdict"], by_category(whole["fails"], cats))
+                                        for v, whole in sorted(versions.items(), key=lambda i: version_key(i[0]))]}
             for name, versions in groups.items() if len(versions) > 1]
 
 
@@ -210,16 +211,18 @@ def history_text(line: dict) -> str:
     return f"{line['name']}: " + " -> ".join(steps)
 
 
+def versions_attr(line: dict) -> str:
+    return ",".join(f"{v}:{verdict.value}" for v, verdict, _ in line["versions"])
+
+
 def history_expected(board: dict) -> dict[str, str]:
     """What each history item carries on the page: {item id: data-versions}."""
-    return {"history-" + slug(line["name"]): ",".join(f"{v}:{verdict.value}" for v, verdict, _ in line["versions"])
-            for line in history(board)}
+    return {"history-" + slug(line["name"]): versions_attr(line) for line in history(board)}
 
 
 def history_html(board: dict) -> str:
-    items = "".join(f'<li id="history-{slug(line["name"])}" data-versions="'
-                    + ",".join(f"{v}:{verdict.value}" for v, verdict, _ in line["versions"])
-                    + f'">{html.escape(history_text(line))}</li>' for line in history(board))
+    items = "".join(f'<li id="history-{slug(line["name"])}" data-versions="{versions_attr(line)}">'
+                    f"{html.escape(history_text(line))}</li>" for line in history(board))
     return ("<h2>History of an implementation</h2>\n<p>The versions of one implementation judged on this board, "
             "oldest first, each with its whole verdict over every device and dtype: when a bug came and went.</p>\n"
             f'<ul id="history">{items}</ul>\n') if items else ""
