@@ -8,7 +8,7 @@
 namespace gemma4::conformance {
 
 void FlatnessRule::require_steps(int steps) {
-  const int needed = warmup(steps) + kMinMeasured;
+  const int needed = warmup(steps) + kMinMeasured + witnesses(steps);
   if (steps < needed) {
     throw Error("memory_flatness needs at least " + std::to_string(needed) + " steps (--steps " +
                 std::to_string(steps) + ")");
@@ -54,13 +54,17 @@ Result judge_flatness(const std::vector<int64_t>& live_bytes_per_step, double kv
   if (!(kv_bytes > 0)) {
     throw Error("memory_flatness: " + kv_about + " is " + std::to_string(kv_bytes) + " B: nothing bounds the slope");
   }
-  const int warmup = FlatnessRule::warmup(steps);
-  std::vector<double> x, y;
-  for (int step = warmup; step < steps; ++step) {
-    x.push_back(step);
-    y.push_back(static_cast<double>(live_bytes_per_step[step]));
+  const int first = FlatnessRule::warmup(steps), last = steps - 1 - FlatnessRule::witnesses(steps);
+  // floor[step] = min(live[step..N-1]), filled from the end.
+  std::vector<double> floor(steps);
+  floor[steps - 1] = static_cast<double>(live_bytes_per_step[steps - 1]);
+  for (int step = steps - 2; step >= 0; --step) {
+    floor[step] = std::min(floor[step + 1], static_cast<double>(live_bytes_per_step[step]));
   }
-  const auto [low, high] = std::minmax_element(live_bytes_per_step.begin() + warmup, live_bytes_per_step.end());
+  std::vector<double> x, y;
+  for (int step = first; step <= last; ++step) x.push_back(step), y.push_back(floor[step]);
+  const auto [low, high] = std::minmax_element(live_bytes_per_step.begin() + first,
+                                               live_bytes_per_step.begin() + last + 1);
   Result row;
   row.case_name = "live bytes after each step";
   row.metric = "slope_bytes_per_step";
@@ -68,8 +72,9 @@ Result judge_flatness(const std::vector<int64_t>& live_bytes_per_step, double kv
   row.bound = FlatnessRule::kBoundFraction * kv_bytes;
   row.status = row.value < row.bound ? Status::kPass : Status::kFail;
   std::ostringstream detail;
-  detail << steps << " steps, slope over steps " << warmup << ".." << steps - 1 << "; live bytes "
-         << live_bytes_per_step[warmup] << " -> " << live_bytes_per_step.back() << " (range " << *high - *low << "); "
+  detail << steps << " steps, slope of the floor over steps " << first << ".." << last << " (witnesses to "
+         << steps - 1 << "); floor " << static_cast<int64_t>(floor[first]) << " -> "
+         << static_cast<int64_t>(floor[last]) << " B, live bytes read there range " << *high - *low << " B; "
          << kv_about << " " << static_cast<int64_t>(kv_bytes) << " B";
   row.detail = detail.str();
   return row;

@@ -21,7 +21,7 @@ categories (CHECKS):
   most 4x (max-abs) and 3x (RMS) the single-device run's own error; rows print both errors).
 - distributed/memory-flatness/<subject> (memory_flatness): --steps training steps with
   checkpointing, gradients dropped and Python's cycle collector run after each; the slope of the
-  rank's live bytes (CUDA: the caching allocator; CPU: the suite's tracking allocator) judged by the
+  floor of the rank's live bytes (CUDA: the caching allocator; CPU: the suite's tracking allocator) judged by the
   suite's rule (conformance/flatness.h): under 1% of one step's shared K/V (model_memory.py
   measures; without KV sharing, of one sliding layer's K/V).
 

@@ -3,11 +3,12 @@ from step to step (GEMMA4.md, "Known failure modes": a K/V container captured by
 closure kept every step's K/V alive, +0.47 GiB/step, OOM at step 73 on 31B).
 
 The rule is the suite's, in C++ (conformance/flatness.h, through _core): N steps (50 CPU, 200
-CUDA), the least-squares slope of live bytes after a warm-up of max(3, N/10) steps under 1% of one
-step's shared K/V, counted from the config (shared_kv_bytes). This module measures: N steps of
-forward + backward with checkpointing on, gradients dropped (zero_grad(set_to_none=True)) and
-Python's cycle collector run after each step, then the live bytes read: on the CPU through the
-suite's tracking allocator (installed once per process; only differences count), on CUDA the
+CUDA), a warm-up of max(3, N/10) steps and as many witnesses at the end; the least-squares slope of
+the floor (each step's least live bytes from that step on: a leak raises it, a buffer alive at one
+reading does not) under 1% of one step's shared K/V, counted from the config (shared_kv_bytes).
+This module measures: N steps of forward + backward with checkpointing on, gradients dropped
+(zero_grad(set_to_none=True)) and Python's cycle collector run after each step, then the live
+bytes read: on the CPU through the suite's tracking allocator (installed once per process; only differences count), on CUDA the
 caching allocator's allocated bytes. The cycle collector runs because a cycle that Python frees
 later is not a leak; a container that something still references is (the model and everything
 older than the loop are frozen first, gc.freeze: what they reference stays reachable, as it should).

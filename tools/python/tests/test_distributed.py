@@ -65,8 +65,10 @@ def assert_equal_passes(report: dict, golden: str, steps: int) -> None:
 
 # The KV-shared E2B with both checkpointing modes; the MoE 26B-A4B (no KV sharing: flatness bounded
 # by one layer's K/V) with the model's own. Flatness over the default 200 steps once, over 100 in the
-# other two (on 2 CPU ranks a step takes about 0.13 s; 100 steps leave a margin of 10x below the
-# bound for the occasional late jump of the live bytes, 41 KB seen on rank 0).
+# other two (on 2 CPU ranks a step takes about 0.13 s). A gloo rank's live bytes jump by 12-94 KB
+# at one reading now and then (a buffer of another thread); the rule's floor ignores such jumps
+# (conformance/tests/test_flatness.cpp), where a fit of the raw readings failed 26B-A4B's bound of
+# 164 B/step in CI.
 @pytest.mark.parametrize("golden,checkpoint,steps", [("model/e2b", "model", 200), ("model/e2b", "wrapper", 100),
                                                      ("model/26b-a4b", "model", 100)])
 def test_transformers_sharded_passes(tmp_path, golden, checkpoint, steps):
