@@ -56,7 +56,8 @@
 #   cuda-ops              golden and op_sweep with one fused op at a time (GEMMA4_CUDA_OPS), to bisect;
 #   scoreboard            python -m gemma4_conform scoreboard --device cuda in $DTYPES (default bf16),
 #                         real_size left out: every subject this host runs (transformers on CUDA,
-#                         Liger-Kernel and axolotl from .whl/, our cuda backends), into $OUT/scoreboard;
+#                         Liger-Kernel and axolotl from .whl/, google-deepmind's gemma in its venv built
+#                         from .whl/jax-gemma/, our cuda backends), into $OUT/scoreboard;
 #                         $SCOREBOARD_SUBJECTS: only these subjects (its --subjects regex), $SCOREBOARD_JOBS
 #                         runs at once (default 4); the rows so far in scoreboard.partial.json;
 #   mutations             each attention kernel mutated in one place (ci/gpu/kernel_mutations.txt: file,
@@ -392,6 +393,10 @@ EOF
 fi
 
 if step scoreboard && python_env; then
+  if [ -d .whl/jax-gemma ]; then  # google-deepmind's gemma: its venv of the host's python3 (3.12, JAX with CUDA)
+    PYTHON312=python3 PINNED_WHEELS=.whl/jax-gemma impl/third_party/pinned_envs.sh jax-gemma > "$OUT/jax-gemma-env.log" 2>&1 ||
+      fail_run jax-gemma-env "impl/third_party/pinned_envs.sh jax-gemma failed" "$OUT/jax-gemma-env.log"
+  fi
   RUN_TIMEOUT=${RUN_TIMEOUT:-560} detail_re='^wrote ' run scoreboard 0 "$OUT/scoreboard.log" \
     python3 -m gemma4_conform scoreboard --out "$OUT/scoreboard" --device cuda --dtype "${DTYPES:-bf16}" --skip-real-size \
     --jobs "${SCOREBOARD_JOBS:-4}" ${SCOREBOARD_SUBJECTS:+--subjects "$SCOREBOARD_SUBJECTS"}

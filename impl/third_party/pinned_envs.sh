@@ -24,6 +24,10 @@
 #                       (PyPI's gguf 0.19.0 is older than the converter's)
 #   torchao             torchao 0.18.0 (its int4 weight-only path that runs on a CPU, IntxWeightOnlyConfig),
 #                       for transformers' TorchAoConfig
+#   jax-gemma           google-deepmind's gemma 4.0.1 (JAX) and what importing its Gemma-4 needs: a venv of
+#                       $PYTHON312 (default python3.12; gemma needs Python >= 3.12) that also sees that
+#                       interpreter's own site-packages (parent.pth), where JAX and flax are taken from when
+#                       present (the GPU host's); else jax[cpu] 0.11.2 and flax 0.12.12 from PyPI
 # All of them: about 3 minutes on a 2-core machine (llama-cpp's build is nearly all of it).
 set -euo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
@@ -41,6 +45,7 @@ declare -A ENVS=(
   [keras-hub]="keras-hub==0.32.0 keras==3.15.1 absl-py==2.5.1 optree==0.20.0 ml-dtypes==0.6.0 rich==15.0.0 packaging==26.4 regex==2026.11.19 tokenizers==0.23.3 sentencepiece==0.2.3"
   [llama-cpp]="diskcache==5.6.3"
   [torchao]="torchao==0.18.0"
+  [jax-gemma]="gemma==4.0.1 kauldron==1.4.4 immutabledict==4.3.1 typeguard==4.6.1 lark==1.3.1 clu==0.0.12 dialog==1.1.0 ml_collections==1.1.0"
 )
 LLAMA_CPP_SDIST=llama_cpp_python-0.3.36.tar.gz
 LLAMA_CPP_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
@@ -66,6 +71,21 @@ build_llama_cpp() {
   rm -rf "$work"
 }
 
+# gemma needs Python >= 3.12: a venv of that interpreter (the scoreboard runs the adapter with its
+# bin/python), seeing the interpreter's own packages through parent.pth; JAX from PyPI only if absent.
+build_jax_gemma() {
+  local target=$1 python=${PYTHON312:-python3.12} site
+  "$python" -m venv "$target"
+  site=$("$target/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  "$python" -c 'import site; print("\n".join(site.getsitepackages()))' > "$site/parent.pth"
+  "$target/bin/python" -m pip install -q --no-deps --no-compile "${source_args[@]}" ${ENVS[jax-gemma]}
+  if ! "$target/bin/python" -c 'import jax, flax, h5py, safetensors' 2>/dev/null; then
+    "$target/bin/python" -m pip install -q "${source_args[@]}" "jax[cpu]==0.11.2" flax==0.12.12 etils einops jaxtyping \
+      treescope numpy h5py safetensors absl-py sentencepiece tqdm pyyaml rich orbax-checkpoint optax chex requests \
+      pillow wrapt simplejson humanize psutil protobuf msgpack typing-extensions
+  fi
+}
+
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=("${!ENVS[@]}")
 for name in "${names[@]}"; do
@@ -74,11 +94,20 @@ for name in "${names[@]}"; do
     exit 2
   fi
   if [ -f "$DIR/$name/.complete" ]; then echo "[pinned] $DIR/$name: cached"; continue; fi
+  if [ "$name" = jax-gemma ] &&
+     ! "${PYTHON312:-python3.12}" -c 'import sys; assert sys.version_info >= (3, 12)' >/dev/null 2>&1; then
+    echo "[pinned] $DIR/$name: skipped: no Python >= 3.12 as ${PYTHON312:-python3.12} (gemma needs it; set PYTHON312)" >&2
+    continue
+  fi
   rm -rf "${DIR:?}/$name"
   echo "[pinned] $DIR/$name: ${ENVS[$name]}"
   start=$SECONDS
-  # shellcheck disable=SC2086
-  "$PYTHON" -m pip install -q --no-deps --no-compile --target "$DIR/$name" "${source_args[@]}" ${ENVS[$name]}
+  if [ "$name" = jax-gemma ]; then
+    build_jax_gemma "$DIR/$name"
+  else
+    # shellcheck disable=SC2086
+    "$PYTHON" -m pip install -q --no-deps --no-compile --target "$DIR/$name" "${source_args[@]}" ${ENVS[$name]}
+  fi
   [ "$name" = llama-cpp ] && build_llama_cpp "$DIR/$name"
   touch "$DIR/$name/.complete"
   echo "[pinned] $DIR/$name: built in $((SECONDS - start)) s"

@@ -165,6 +165,28 @@ def test_a_subject_without_its_package_cannot_run_here(tmp_path):
         assert {c["verdict"] for c in row["cells"].values()} == {"cannot_run"}
 
 
+def test_a_venv_subject_runs_its_own_python_and_says_when_it_is_not_built(tmp_path, monkeypatch):
+    """google-deepmind's gemma needs Python >= 3.12: its adapter runs with its venv's bin/python (the
+    link itself: resolved, it would be the base interpreter without the venv's packages), on a
+    PYTHONPATH of the adapters and stand-ins only (this Python's packages would not import there);
+    a venv that was not built makes the row "cannot run here", not a failure."""
+    import dataclasses
+
+    from gemma4_conform.scoreboard import run, subjects
+
+    jax = next(s for s in subjects.SUBJECTS if s.venv)
+    assert jax.adapter_python() == str((subjects.DATA / jax.venv / "bin" / "python").absolute())
+    env = run.child_env(jax, run.RunOptions())
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(p) for p in (*run.ADAPTER_PATHS, run.STUBS)]
+    missing = dataclasses.replace(jax, venv=str(tmp_path / "no-such-venv"))
+    assert run.why_cannot_run(missing, "cpu") == f"{missing.venv} is not built (impl/third_party/pinned_envs.sh)"
+    built = tmp_path / "venv"
+    (built / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
+    (built / ".complete").touch()
+    empty = dataclasses.replace(jax, venv=str(built))
+    assert run.why_cannot_run(empty, "cpu") == "the Python package 'gemma' is not installed"
+
+
 def test_merge_joins_boards_and_refuses_other_categories():
     cpu = committed()
     gpu = json.loads(json.dumps(cpu))

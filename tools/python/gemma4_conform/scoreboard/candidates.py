@@ -52,7 +52,7 @@ def judge_case(subject, case: Path, device: str, dtype: str, timeout: float, wor
 
     test = f"transformers/{case.name}"
     out = work / f"{case.name}.{dtype}.h5"
-    command = [sys.executable, str(DATA / subject.spec), str(case), "--device", device, "--dtype", dtype, "--out", str(out),
+    command = [subject.adapter_python(), str(DATA / subject.spec), str(case), "--device", device, "--dtype", dtype, "--out", str(out),
                *subject.adapter_args]
     if subject.forward_only:
         command.append("--forward-only")

@@ -47,8 +47,8 @@ def version(subject: Subject, ours: str) -> str:
         return subject.fixed_version
     if not subject.version_of:
         return ours
-    if subject.site:  # the pinned environment's own copy, else this environment's (a package it adds to)
-        pinned = [d.version for d in importlib.metadata.distributions(path=[str((DATA / subject.site).resolve())])
+    if subject.site or subject.venv:  # the pinned environment's own copy, else this environment's
+        pinned = [d.version for d in importlib.metadata.distributions(path=pinned_paths(subject))
                   if d.metadata["Name"].lower() == subject.version_of]
         if pinned:
             return pinned[0]
@@ -62,10 +62,11 @@ def why_cannot_run(subject: Subject, device: str) -> str:
     """"" when the subject can run here on `device`, else why not (one line)."""
     if device not in subject.devices:
         return f"runs on {' or '.join(subject.devices)} only"
-    if subject.site and not (DATA / subject.site / ".complete").is_file():
-        return f"{subject.site} is not built (impl/third_party/pinned_envs.sh)"
+    pinned = subject.site or subject.venv
+    if pinned and not (DATA / pinned / ".complete").is_file():
+        return f"{pinned} is not built (impl/third_party/pinned_envs.sh)"
     for package in subject.packages:
-        if not importable(package, subject.site):
+        if not importable(package, pinned_paths(subject)):
             return f"the Python package '{package}' is not installed"
     if device == "cuda":
         import torch
@@ -76,10 +77,26 @@ def why_cannot_run(subject: Subject, device: str) -> str:
     return ""
 
 
-def importable(package: str, site: str = "") -> bool:
-    """Whether `package` imports here, or in the pinned environment `site` when one is given."""
-    if site:
-        return importlib.machinery.PathFinder.find_spec(package, [str((DATA / site).resolve())]) is not None
+def pinned_paths(subject: Subject) -> list[str]:
+    """Where the subject's pinned environment keeps its packages: the --target directory, or the
+    venv's site-packages and the directories its .pth files add (the interpreter's own); [] = none."""
+    if subject.site:
+        return [str((DATA / subject.site).resolve())]
+    if not subject.venv:
+        return []
+    out = []
+    for site_packages in sorted((DATA / subject.venv).resolve().glob("lib/python3*/site-packages")):
+        out.append(str(site_packages))
+        for pth in sorted(site_packages.glob("*.pth")):
+            out += [line.strip() for line in pth.read_text().splitlines()
+                    if line.strip() and not line.startswith(("#", "import")) and Path(line.strip()).is_dir()]
+    return out
+
+
+def importable(package: str, paths: list[str] | None = None) -> bool:
+    """Whether `package` imports here, or in the pinned environment at `paths` when given."""
+    if paths:
+        return importlib.machinery.PathFinder.find_spec(package, paths) is not None
     try:
         return importlib.util.find_spec(package) is not None
     except (ImportError, ValueError):  # a parent missing, or sys.modules[package] set to None
@@ -117,12 +134,17 @@ class RunOptions:
 # The subjects' adapters and model factories (impl/python, impl/third_party of the data directory),
 # importable in every run's child process.
 ADAPTER_PATHS = (DATA / "impl" / "python", DATA / "impl" / "third_party")
+# Stand-ins for a venv subject's unneeded heavy imports (impl/third_party/stubs: kauldron's TensorFlow).
+STUBS = DATA / "impl" / "third_party" / "stubs"
 
 
 def child_env(subject: Subject, options: RunOptions) -> dict:
     """A run's environment: the subject's pinned environment first on PYTHONPATH, then the adapters and
     this process's sys.path (the package itself, wherever it is installed); its share of threads."""
     env = dict(os.environ)
+    if subject.venv:  # another Python: the adapters and the stand-ins it needs, nothing of this one's
+        env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (*ADAPTER_PATHS, STUBS))
+        return {**env, "OMP_NUM_THREADS": str(options.threads)} if options.threads else env
     paths = [str((DATA / subject.site).resolve())] if subject.site else []
     paths += [str(p) for p in ADAPTER_PATHS] + [p for p in sys.path if p]
     env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])

@@ -19,6 +19,7 @@ here" with the reason, never a failure. Implementations that cannot be judged at
 from __future__ import annotations
 
 import enum
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,9 @@ class Subject:
     filter: str = ""             # only these checks (the runner's --filter), when the rest cannot apply
     site: str = ""               # a pinned environment (pip --target directory, relative to the data
                                  # directory) put first on the run's PYTHONPATH: the historic releases
+    venv: str = ""               # CANDIDATE: a pinned virtual environment (relative to the data directory)
+                                 # whose own Python runs the adapter: an implementation needing another
+                                 # Python than this one (google-deepmind's gemma: >= 3.12)
     packages: tuple[str, ...] = ()   # importable modules the subject needs
     devices: tuple[str, ...] = ("cpu", "cuda")
     needs_cuda_build: bool = False   # an in-tree backend compiled only with CUDA
@@ -60,6 +64,10 @@ class Subject:
     @property
     def name(self) -> str:
         return f"{self.implementation} {self.path}"
+
+    def adapter_python(self) -> str:
+        """The Python that runs the subject's adapter: its venv's, else this one."""
+        return str((DATA / self.venv / "bin" / "python").absolute()) if self.venv else sys.executable  # not resolve(): that is the base interpreter
 
 
 def _ours(path: str, note: str, cuda: bool = False, quantization: str = "") -> Subject:
@@ -126,6 +134,12 @@ SUBJECTS: tuple[Subject, ...] = (
     *_candidate("keras-hub", "keras_hub", "keras-hub", "keras-hub", ("keras", "keras_hub"),
                 "Gemma4Backbone.from_preset (keras-hub's Hugging Face converter), Keras 3 on the PyTorch backend",
                 devices=("cpu", "cuda")),
+    Subject("google-deepmind gemma (JAX)", "gemma.gm.nn.gemma4", SubjectKind.CANDIDATE,
+            "impl/third_party/jax_gemma_candidate.py", version_of="gemma", venv=".cache/pinned/jax-gemma",
+            packages=("gemma", "jax", "flax"),
+            note="Google DeepMind's own JAX Gemma-4 (flax linen; the Transformer behind gm.nn.Gemma4_*), its config "
+                 "and parameters ported from the checkpoint by the adapter (the package has no Hugging Face loader); "
+                 "jax.grad for the gradients"),
     *_candidate("llama.cpp", "llama_cpp", "llama-cpp", "llama_cpp_python", ("llama_cpp",),
                 "llama-cpp-python (llama.cpp built from its sdist): convert_hf_to_gguf.py, then the CPU backend; "
                 "forward logits only", forward_only=True),
@@ -163,16 +177,20 @@ SUBJECTS: tuple[Subject, ...] = (
 )
 
 # Implementations without a row yet, and why (each one line on the page; investigated from their
-# released files, 2026-11-26, none installed yet).
+# released files and PyPI metadata, 2026-11-26 and 2026-11-29, none installed yet).
 NOT_YET: tuple[tuple[str, str], ...] = (
     ("EasyDeL 0.3.0 (Flax NNX)", "a row to add in its own environment (it pins transformers ~= 5.5)"),
     ("ExecuTorch 1.5.1", "partial: two example models (E-series without MoE and K=V, 31B without PLE and MoE), the "
      "E-series one reading flat RoPE keys instead of rope_parameters"),
     ("ONNX export (optimum-onnx 0.1.0)", "cannot: gemma4 is not an export type and it pins transformers < 4.58 "
      "(onnxruntime-genai 0.18 and optimum-intel 2.2.0 are inference-only candidates)"),
-    ("google-deepmind gemma 4.x, MaxText", "cannot here: both need Python >= 3.12 (this machine has 3.11); gemma has "
-     "no Hugging Face checkpoint loader"),
-    ("vLLM, SGLang, unsloth", "GPU only (unsloth: 'cannot find any torch accelerator'); vLLM exposes top-k logprobs, "
-     "not full logits"),
+    ("MaxText", "not tried: it needs Python >= 3.12 and its own checkpoint conversion, like google-deepmind's gemma "
+     "(which has a row)"),
+    ("vLLM", "not run yet: the newest release pinning the GPU host's torch 2.11.0 is 0.25.0 (with flashinfer-python "
+     "and flashinfer-cubin 0.6.13; 0.28-0.31 pin torch 2.13.0, 0.33.0 torch 2.14.0); the host has no network, so its "
+     "wheels, hundreds of MB, travel 64 MiB a call; its offline API gives top-k logprobs, not full logits"),
+    ("SGLang 0.5.23", "not run: it pins torch 2.14.1, transformers 5.19.0 and flashinfer 0.7.2 (the host: torch "
+     "2.11.0, transformers 5.17.0), a second PyTorch stack to carry to the offline host"),
+    ("unsloth", "GPU only ('cannot find any torch accelerator' on a CPU); not yet run on the H200"),
     ("torchtune 0.6.1, litgpt 0.5.13, torchtitan 0.3.0, candle", "cannot: no Gemma-4 in their releases"),
 )

@@ -1,0 +1,1 @@
+"""Not TensorFlow (see the package docstring)."""
