@@ -59,7 +59,8 @@
 #                         Liger-Kernel and axolotl from .whl/, google-deepmind's gemma in its venv built
 #                         from .whl/jax-gemma/, our cuda backends), into $OUT/scoreboard;
 #                         $SCOREBOARD_SUBJECTS: only these subjects (its --subjects regex), $SCOREBOARD_JOBS
-#                         runs at once (default 4); the rows so far in scoreboard.partial.json;
+#                         runs at once (default 4), SCOREBOARD_REAL_SIZE=1 with real_size (the in-tree
+#                         backends' real-size goldens); the rows so far in scoreboard.partial.json;
 #   mutations             each attention kernel mutated in one place (ci/gpu/kernel_mutations.txt: file,
 #                         sed edit, the checks that must catch it), rebuilt, run: every mutant must fail
 #                         (1); the source is restored and rebuilt after each ($MUTANTS: only the
@@ -398,8 +399,8 @@ if step scoreboard && python_env; then
       fail_run jax-gemma-env "impl/third_party/pinned_envs.sh jax-gemma failed" "$OUT/jax-gemma-env.log"
   fi
   RUN_TIMEOUT=${RUN_TIMEOUT:-560} detail_re='^wrote ' run scoreboard 0 "$OUT/scoreboard.log" \
-    python3 -m gemma4_conform scoreboard --out "$OUT/scoreboard" --device cuda --dtype "${DTYPES:-bf16}" --skip-real-size \
-    --jobs "${SCOREBOARD_JOBS:-4}" ${SCOREBOARD_SUBJECTS:+--subjects "$SCOREBOARD_SUBJECTS"}
+    python3 -m gemma4_conform scoreboard --out "$OUT/scoreboard" --device cuda --dtype "${DTYPES:-bf16}" \
+    $([ "${SCOREBOARD_REAL_SIZE:-0}" = 1 ] || echo --skip-real-size) --jobs "${SCOREBOARD_JOBS:-4}" ${SCOREBOARD_SUBJECTS:+--subjects "$SCOREBOARD_SUBJECTS"}
   grep -E "^\[" "$OUT/scoreboard.log" | tail -40
 fi
 
