@@ -24,6 +24,7 @@
 #                       (PyPI's gguf 0.19.0 is older than the converter's)
 #   torchao             torchao 0.18.0 (its int4 weight-only path that runs on a CPU, IntxWeightOnlyConfig),
 #                       for transformers' TorchAoConfig
+#   onnxruntime         ONNX Runtime 1.32.0 (CPU) and the torch.onnx exporter's onnxscript 0.7.2 / onnx 1.23.2
 #   jax-gemma           google-deepmind's gemma 4.0.1 (JAX) and what importing its Gemma-4 needs: a venv of
 #                       $PYTHON312 (default python3.12; gemma needs Python >= 3.12) that also sees that
 #                       interpreter's own site-packages (parent.pth), where JAX and flax are taken from when
@@ -45,6 +46,7 @@ declare -A ENVS=(
   [keras-hub]="keras-hub==0.32.0 keras==3.15.1 absl-py==2.5.1 optree==0.20.0 ml-dtypes==0.6.0 rich==15.0.0 packaging==26.4 regex==2026.11.19 tokenizers==0.23.3 sentencepiece==0.2.3"
   [llama-cpp]="diskcache==5.6.3"
   [torchao]="torchao==0.18.0"
+  [onnxruntime]="onnxruntime==1.32.0 onnx==1.23.2 onnxscript==0.7.2 onnx-ir==1.1.0 flatbuffers==25.12.19 coloredlogs==15.0.1 humanfriendly==10.0 protobuf==7.36.2 ml_dtypes==0.6.0"
   [jax-gemma]="gemma==4.0.1 kauldron==1.4.4 immutabledict==4.3.1 typeguard==4.6.1 lark==1.3.1 clu==0.0.12 dialog==1.1.0 ml_collections==1.1.0"
 )
 LLAMA_CPP_SDIST=llama_cpp_python-0.3.36.tar.gz

@@ -140,6 +140,11 @@ SUBJECTS: tuple[Subject, ...] = (
             note="Google DeepMind's own JAX Gemma-4 (flax linen; the Transformer behind gm.nn.Gemma4_*), its config "
                  "and parameters ported from the checkpoint by the adapter (the package has no Hugging Face loader); "
                  "jax.grad for the gradients"),
+    Subject("ONNX Runtime", "torch.onnx export of transformers", SubjectKind.CANDIDATE,
+            "impl/third_party/onnxruntime_candidate.py", version_of="onnxruntime", site=".cache/pinned/onnxruntime",
+            packages=("onnxruntime", "onnxscript"), devices=("cpu",), forward_only=True,
+            note="transformers 5.17's model exported by torch.onnx.export(dynamo=True) at the case's shape, run by "
+                 "ONNX Runtime's CPU execution provider; forward logits and hidden states"),
     *_candidate("llama.cpp", "llama_cpp", "llama-cpp", "llama_cpp_python", ("llama_cpp",),
                 "llama-cpp-python (llama.cpp built from its sdist): convert_hf_to_gguf.py, then the CPU backend; "
                 "forward logits only", forward_only=True),
@@ -182,8 +187,8 @@ NOT_YET: tuple[tuple[str, str], ...] = (
     ("EasyDeL 0.3.0 (Flax NNX)", "a row to add in its own environment (it pins transformers ~= 5.5)"),
     ("ExecuTorch 1.5.1", "partial: two example models (E-series without MoE and K=V, 31B without PLE and MoE), the "
      "E-series one reading flat RoPE keys instead of rope_parameters"),
-    ("ONNX export (optimum-onnx 0.1.0)", "cannot: gemma4 is not an export type and it pins transformers < 4.58 "
-     "(onnxruntime-genai 0.18 and optimum-intel 2.2.0 are inference-only candidates)"),
+    ("optimum-onnx 0.1.0", "cannot: gemma4 is not an export type and it pins transformers < 4.58 (the ONNX Runtime row "
+     "exports with torch.onnx instead; onnxruntime-genai 0.18 and optimum-intel 2.2.0 are inference-only candidates)"),
     ("MaxText", "not tried: it needs Python >= 3.12 and its own checkpoint conversion, like google-deepmind's gemma "
      "(which has a row)"),
     ("vLLM", "not run yet: the newest release pinning the GPU host's torch 2.11.0 is 0.25.0 (with flashinfer-python "
