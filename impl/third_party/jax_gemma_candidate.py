@@ -3,8 +3,9 @@
 
 What it judges: gemma 4.0.1's text decoder, `gemma.gm.nn.gemma4._transformer.Transformer`, the
 module behind gm.nn.Gemma4_E2B / E4B / 31B / 26B_A4B (embedding scale, per-layer embeddings, KV
-sharing, K=V global layers, proportional RoPE, sliding window, MoE, final logit softcap), in flax
-linen on JAX, forward and backward. How:
+sharing, K=V global layers, proportional RoPE, sliding window, padding, final logit softcap), in
+flax linen on JAX, forward and backward. Its MoE is ported below but not judged yet: the one MoE
+case has an untied head, which the package cannot load. How:
 
 - The package has no Hugging Face loader (its checkpoints are Orbax trees from Kaggle), so this
   adapter builds its `TransformerConfig` from the case's config.json (`gemma_config`) and moves
