@@ -110,6 +110,10 @@ def _heads_in(w, heads):  # [heads * H, D] -> [heads, D, H] (q_einsum, k_einsum)
     return np.transpose(w.reshape(heads, -1, w.shape[-1]), (0, 2, 1))
 
 
+def _heads_in_back(g, _):  # [heads, D, H] -> [heads * H, D]
+    return np.transpose(g, (0, 2, 1)).reshape(-1, g.shape[1])
+
+
 def _heads_out(w, heads):  # [D, heads * H] -> [heads, H, D] (attn_vec_einsum)
     return np.transpose(w.reshape(w.shape[0], heads, -1), (1, 2, 0))
 
@@ -149,19 +153,16 @@ def ports(text: dict) -> dict[str, tuple]:
         out[hf + "layer_scalar"] = ((layer, "skip_scale"), *_same(), None)
         out[hf + "self_attn.q_norm.weight"] = ((layer, "attn", "query_norm", "scale"), *_same(), None)
         out[hf + "self_attn.k_norm.weight"] = ((layer, "attn", "key_norm", "scale"), *_same(), None)
-        out[hf + "self_attn.q_proj.weight"] = (
-            (layer, "attn", "q_einsum", "w"), _heads_in,
-            lambda g, h: np.transpose(g, (0, 2, 1)).reshape(-1, g.shape[1]), heads)
+        out[hf + "self_attn.q_proj.weight"] = ((layer, "attn", "q_einsum", "w"), _heads_in, _heads_in_back, heads)
         out[hf + "self_attn.o_proj.weight"] = (
             (layer, "attn", "attn_vec_einsum", "w"), _heads_out,
             lambda g, h: np.transpose(g, (2, 0, 1)).reshape(g.shape[2], -1), heads)
-        back_in = lambda g, h: np.transpose(g, (0, 2, 1)).reshape(-1, g.shape[1])  # noqa: E731
         if global_layer and text.get("attention_k_eq_v"):
-            out[hf + "self_attn.k_proj.weight"] = ((layer, "attn", "k_einsum", "w"), _heads_in, back_in, kv_heads)
+            out[hf + "self_attn.k_proj.weight"] = ((layer, "attn", "k_einsum", "w"), _heads_in, _heads_in_back, kv_heads)
         else:  # kv_einsum [2, K, D, H]: index 0 the keys, 1 the values
             for index, proj in enumerate(("k_proj", "v_proj")):
                 out[hf + f"self_attn.{proj}.weight"] = (
-                    (layer, "attn", "kv_einsum", "w", index), _heads_in, back_in, kv_heads)
+                    (layer, "attn", "kv_einsum", "w", index), _heads_in, _heads_in_back, kv_heads)
         for index, proj in enumerate(("gate_proj", "up_proj")):  # gating_einsum [2, F, D]: gate, then up
             out[hf + f"mlp.{proj}.weight"] = ((layer, dense, "gating_einsum", index), *_same(), None)
         out[hf + "mlp.down_proj.weight"] = ((layer, dense, "linear"), *_transposed((1, 0)), None)
@@ -262,15 +263,19 @@ def main() -> int:
                            capture_intermediates=(lambda m, method: method in ("__call__", "encode")) if capture
                            else False, mutable=["intermediates"] if capture else False)
 
-    def loss_of(p):  # transformers' ForCausalLMLoss: float32 logits, shifted, mean over kept labels
-        logits = forward(p).logits[:, :-1].astype(jnp.float32)
+    def loss_of(p):  # transformers' ForCausalLMLoss: float32 logits, shifted, mean over kept labels;
+        output, state = forward(p, capture=True)  # the outputs and intermediates ride along (aux)
+        logits = output.logits[:, :-1].astype(jnp.float32)
         targets = labels[:, 1:]
         kept = targets != -100
         picked = jnp.take_along_axis(logits, jnp.where(kept, targets, 0)[..., None], -1)[..., 0]
         nll = jax.nn.logsumexp(logits, -1) - picked
-        return jnp.sum(nll * kept) / jnp.maximum(jnp.sum(kept), 1)
+        return jnp.sum(nll * kept) / jnp.maximum(jnp.sum(kept), 1), (output, state)
 
-    output, state = forward(params, capture=True)
+    if args.forward_only:
+        output, state = forward(params, capture=True)
+    else:
+        (loss, (output, state)), grads = jax.value_and_grad(loss_of, has_aux=True)(params)
     inter = state["intermediates"]
     layers = text["num_hidden_layers"]
     tree = {"outputs/logits": np.asarray(output.logits, np.float32),
@@ -281,7 +286,6 @@ def main() -> int:
     if args.forward_only:
         loss = mean_token_loss(tree["outputs/logits"], case.inputs["labels"])
     else:
-        loss, grads = jax.value_and_grad(loss_of)(params)
         tree.update(gradients(grads, text, case.judged_gradients(args.dtype)))
     tree["outputs/loss"] = np.asarray(loss, np.float32)
     write_candidate(args.out, tree, f"gemma {gemma.__version__} (gemma.gm.nn.gemma4, jax {jax.__version__}, "

@@ -65,8 +65,9 @@ def why_cannot_run(subject: Subject, device: str) -> str:
     pinned = subject.site or subject.venv
     if pinned and not (DATA / pinned / ".complete").is_file():
         return f"{pinned} is not built (impl/third_party/pinned_envs.sh)"
+    paths = pinned_paths(subject)
     for package in subject.packages:
-        if not importable(package, pinned_paths(subject)):
+        if not importable(package, paths):
             return f"the Python package '{package}' is not installed"
     if device == "cuda":
         import torch

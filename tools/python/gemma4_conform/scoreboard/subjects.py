@@ -66,8 +66,9 @@ class Subject:
         return f"{self.implementation} {self.path}"
 
     def adapter_python(self) -> str:
-        """The Python that runs the subject's adapter: its venv's, else this one."""
-        return str((DATA / self.venv / "bin" / "python").absolute()) if self.venv else sys.executable  # not resolve(): that is the base interpreter
+        """The Python that runs the subject's adapter: its venv's (the link itself: resolved, it is the
+        base interpreter, without the venv's packages), else this one."""
+        return str((DATA / self.venv / "bin" / "python").absolute()) if self.venv else sys.executable
 
 
 def _ours(path: str, note: str, cuda: bool = False, quantization: str = "") -> Subject:
