@@ -57,7 +57,8 @@
 #   scoreboard            python -m gemma4_conform scoreboard --device cuda in $DTYPES (default bf16),
 #                         real_size left out: every subject this host runs (transformers on CUDA,
 #                         Liger-Kernel and axolotl from .whl/, google-deepmind's gemma in its venv built
-#                         from .whl/jax-gemma/, our cuda backends), into $OUT/scoreboard;
+#                         from .whl/jax-gemma/, vLLM from .whl/vllm/ (ci/gpu/carry_vllm.sh), our cuda
+#                         backends), into $OUT/scoreboard;
 #                         $SCOREBOARD_SUBJECTS: only these subjects (its --subjects regex), $SCOREBOARD_JOBS
 #                         runs at once (default 4), SCOREBOARD_REAL_SIZE=1 with real_size (the in-tree
 #                         backends' real-size goldens); the rows so far in scoreboard.partial.json;
@@ -397,6 +398,10 @@ if step scoreboard && python_env; then
   if [ -d .whl/jax-gemma ]; then  # google-deepmind's gemma: its venv of the host's python3 (3.12, JAX with CUDA)
     PYTHON312=python3 PINNED_WHEELS=.whl/jax-gemma impl/third_party/pinned_envs.sh jax-gemma > "$OUT/jax-gemma-env.log" 2>&1 ||
       fail_run jax-gemma-env "impl/third_party/pinned_envs.sh jax-gemma failed" "$OUT/jax-gemma-env.log"
+  fi
+  if [ -d .whl/vllm ]; then  # vLLM 0.25.0 and the transformers it reads Gemma-4 configs with, carried in parts
+    PYTHON=python3 PINNED_WHEELS=.whl/vllm impl/third_party/pinned_envs.sh vllm vllm-transformers-5.13.1 \
+      > "$OUT/vllm-env.log" 2>&1 || fail_run vllm-env "impl/third_party/pinned_envs.sh vllm failed" "$OUT/vllm-env.log"
   fi
   RUN_TIMEOUT=${RUN_TIMEOUT:-560} detail_re='^wrote ' run scoreboard 0 "$OUT/scoreboard.log" \
     python3 -m gemma4_conform scoreboard --out "$OUT/scoreboard" --device cuda --dtype "${DTYPES:-bf16}" \

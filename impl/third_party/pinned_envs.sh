@@ -29,7 +29,17 @@
 #                       $PYTHON312 (default python3.12; gemma needs Python >= 3.12) that also sees that
 #                       interpreter's own site-packages (parent.pth), where JAX and flax are taken from when
 #                       present (the GPU host's); else jax[cpu] 0.11.2 and flax 0.12.12 from PyPI
-# All of them: about 3 minutes on a 2-core machine (llama-cpp's build is nearly all of it).
+#   vllm                vLLM 0.25.0 (the newest release pinning torch 2.11.0; its wheel is for CUDA 13 GPUs)
+#                       and the packages its engine imports (FastAPI too: vllm.LLM imports it), not its server's
+#                       (OpenTelemetry, MCP, Anthropic) nor FlashInfer; xgrammar 0.2.6 with apache-tvm-ffi 0.1.10 (vLLM pins tvm-ffi 0.1.9 for
+#                       FlashInfer; xgrammar 0.2.1-0.2.5, which accept 0.1.9, are 45-48 MB wheels). Built on
+#                       request only (GPU host: PINNED_WHEELS=.whl/vllm after ci/gpu/carry_vllm.sh --join,
+#                       where vLLM itself is the trimmed tarball that script makes)
+#   vllm-transformers-5.13.1  the newest transformers vLLM 0.25.0 can read a Gemma-4 config with (5.14 moved the
+#                       global layers' geometry into per_layer_config, and vLLM's get_head_size reads config.head_dim,
+#                       which 5.14+ refuses); put before vllm on the PYTHONPATH of vLLM's rows. On request only.
+#   impl/third_party/pinned_envs.sh --list NAME   prints an environment's requirements
+# All of them (vllm excepted): about 3 minutes on a 2-core machine (llama-cpp's build is nearly all of it).
 set -euo pipefail
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
   sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
@@ -47,6 +57,8 @@ declare -A ENVS=(
   [llama-cpp]="diskcache==5.6.3"
   [torchao]="torchao==0.18.0"
   [onnxruntime]="onnxruntime==1.32.0 onnx==1.23.2 onnxscript==0.7.2 onnx-ir==1.1.0 flatbuffers==25.12.19 coloredlogs==15.0.1 humanfriendly==10.0 protobuf==7.36.2 ml_dtypes==0.6.0"
+  [vllm]="vllm==0.25.0 pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 msgspec==0.23.0 cbor2==6.3.0 pyzmq==27.3.0 pybase64==1.5.1 cachetools==8.0.2 blake3==1.0.11 openai==3.57.0 httpx2==2.16.2 jiter==0.19.0 distro==1.9.0 sniffio==1.3.1 openai-harmony==0.0.8 llguidance==1.7.6 xgrammar==0.2.6 apache-tvm-ffi==0.1.10 outlines_core==0.2.14 lm-format-enforcer==0.11.3 interegular==0.3.3 lark==1.2.2 diskcache==5.6.3 partial-json-parser==0.2.1.1.post7 jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==2026.9.1 compressed-tensors==0.17.0 loguru==0.7.3 depyf==0.20.0 astor==0.8.1 dill==0.4.1 python-json-logger==4.2.0 setproctitle==1.3.8 ijson==3.6.0 gguf==0.19.0 fastapi==0.136.3 starlette==1.10.0"
+  [vllm-transformers-5.13.1]="transformers==5.13.1 tokenizers==0.22.2"
   [jax-gemma]="gemma==4.0.1 kauldron==1.4.4 immutabledict==4.3.1 typeguard==4.6.1 lark==1.3.1 clu==0.0.12 dialog==1.1.0 ml_collections==1.1.0"
 )
 LLAMA_CPP_SDIST=llama_cpp_python-0.3.36.tar.gz
@@ -88,8 +100,28 @@ build_jax_gemma() {
   fi
 }
 
+# vLLM: from PyPI, or offline from the trimmed tarball ci/gpu/carry_vllm.sh makes (unpacked into the target).
+build_vllm() {
+  local target=$1 trimmed="${PINNED_WHEELS:-}/vllm-0.25.0-trimmed.tar.xz"
+  if [ -n "${PINNED_WHEELS:-}" ] && [ -f "$trimmed" ]; then
+    # shellcheck disable=SC2046
+    "$PYTHON" -m pip install -q --no-deps --no-compile --target "$target" "${source_args[@]}" \
+      $(echo "${ENVS[vllm]}" | tr ' ' '\n' | grep -v '^vllm==')
+    tar -xJf "$trimmed" -C "$target"
+  else
+    # shellcheck disable=SC2086
+    "$PYTHON" -m pip install -q --no-deps --no-compile --target "$target" "${source_args[@]}" ${ENVS[vllm]}
+  fi
+}
+
+if [ "${1:-}" = --list ]; then
+  echo "${ENVS[${2:?--list NAME}]}"
+  exit 0
+fi
 names=("$@")
-[ ${#names[@]} -eq 0 ] && names=("${!ENVS[@]}")
+if [ ${#names[@]} -eq 0 ]; then
+  for name in "${!ENVS[@]}"; do [[ "$name" = vllm* ]] || names+=("$name"); done
+fi
 for name in "${names[@]}"; do
   if [ -z "${ENVS[$name]+set}" ]; then
     echo "[pinned] unknown environment '$name' (known: ${!ENVS[*]})" >&2
@@ -106,6 +138,8 @@ for name in "${names[@]}"; do
   start=$SECONDS
   if [ "$name" = jax-gemma ]; then
     build_jax_gemma "$DIR/$name"
+  elif [ "$name" = vllm ]; then
+    build_vllm "$DIR/$name"
   else
     # shellcheck disable=SC2086
     "$PYTHON" -m pip install -q --no-deps --no-compile --target "$DIR/$name" "${source_args[@]}" ${ENVS[$name]}

@@ -187,6 +187,42 @@ def test_a_venv_subject_runs_its_own_python_and_says_when_it_is_not_built(tmp_pa
     assert run.why_cannot_run(empty, "cpu") == "the Python package 'gemma' is not installed"
 
 
+def test_an_overlay_comes_first_and_each_pinned_environment_must_be_built(tmp_path):
+    """vLLM's rows run with transformers 5.13.1 (an overlay) before vLLM's own environment on the
+    PYTHONPATH; the other row of the same vLLM sees this environment's transformers. Either directory
+    unbuilt makes the row "cannot run here" naming that directory."""
+    import dataclasses
+
+    from gemma4_conform.scoreboard import run, subjects
+
+    vllm = [s for s in subjects.SUBJECTS if s.implementation == "vLLM"]
+    overlaid = next(s for s in vllm if s.overlay)
+    assert any(not s.overlay and s.site == overlaid.site for s in vllm)
+    paths = run.child_env(overlaid, run.RunOptions())["PYTHONPATH"].split(os.pathsep)
+    assert paths[:2] == [str((subjects.DATA / d).resolve()) for d in (overlaid.overlay, overlaid.site)]
+    site, overlay = tmp_path / "site", tmp_path / "overlay"
+    for built in (site, overlay):
+        built.mkdir()
+    (site / ".complete").touch()
+    moved = dataclasses.replace(overlaid, site=str(site), overlay=str(overlay), devices=("cpu",))
+    assert run.why_cannot_run(moved, "cpu") == f"{overlay} is not built (impl/third_party/pinned_envs.sh)"
+    (overlay / ".complete").touch()
+    assert run.why_cannot_run(moved, "cpu") == "the Python package 'vllm' is not installed"
+
+
+def test_a_failed_adapter_is_shown_by_its_exception_not_its_last_log_line():
+    """vLLM's engine prints its traceback with a "[rank0]: " prefix and keeps logging after it; the
+    cell shows the exception. Without one, the last line that is not a log record."""
+    from gemma4_conform.scoreboard.candidates import _last_error
+
+    out = ("[rank0]: Traceback (most recent call last):\n[rank0]:   File \"x.py\", line 1\n"
+           "[rank0]: ModuleNotFoundError: No module named 'cutlass'\n"
+           "WARNING 11-30 01:11:39 [jit_monitor.py:129] Triton kernel JIT compilation during inference\n")
+    assert _last_error(out) == "ModuleNotFoundError: No module named 'cutlass'"
+    assert _last_error("loading\nthe loader gave up\nWARNING 11-30 01:11:39 [x.py:1] late\n") == "the loader gave up"
+    assert _last_error("") == "no output"
+
+
 def test_merge_joins_boards_and_refuses_other_categories():
     cpu = committed()
     gpu = json.loads(json.dumps(cpu))

@@ -39,11 +39,16 @@ def _row(test: str, status, detail: str) -> dict:
 
 def _last_error(text: str) -> str:
     """The last exception of a child's output ("ValueError: ..." and its continuation lines), else its
-    last line: one line for the page."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    last line that is not a log record: one line for the page. A distributed worker's "[rank0]: " prefix
+    is dropped (vLLM's engine prints its traceback so), and its log records ("WARNING 11-30 ...") are
+    not the error."""
+    lines = [re.sub(r"^\[rank\d+\]:\s*", "", line).strip() for line in text.strip().splitlines()]
+    records = re.compile(r"^(DEBUG|INFO|WARNING)\b")
+    logged, lines = [line for line in lines if line], [line for line in lines if line and not records.match(line)]
     starts = [i for i, line in enumerate(lines) if re.match(r"^[\w.]+(Error|Exception|Exit)\b", line)]
-    shown = " ".join(lines[starts[-1]:]) if starts else (lines[-1] if lines else "no output")
-    return shown[:300]
+    if starts:
+        return " ".join(lines[starts[-1]:])[:300]
+    return (lines or logged or ["no output"])[-1][:300]
 
 
 def judge_case(subject, case: Path, device: str, dtype: str, timeout: float, work: Path, env: dict) -> list[dict]:

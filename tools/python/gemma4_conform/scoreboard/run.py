@@ -47,7 +47,7 @@ def version(subject: Subject, ours: str) -> str:
         return subject.fixed_version
     if not subject.version_of:
         return ours
-    if subject.site or subject.venv:  # the pinned environment's own copy, else this environment's
+    if subject.sites or subject.venv:  # the pinned environment's own copy, else this environment's
         pinned = [d.version for d in importlib.metadata.distributions(path=pinned_paths(subject))
                   if d.metadata["Name"].lower() == subject.version_of]
         if pinned:
@@ -62,9 +62,9 @@ def why_cannot_run(subject: Subject, device: str) -> str:
     """"" when the subject can run here on `device`, else why not (one line)."""
     if device not in subject.devices:
         return f"runs on {' or '.join(subject.devices)} only"
-    pinned = subject.site or subject.venv
-    if pinned and not (DATA / pinned / ".complete").is_file():
-        return f"{pinned} is not built (impl/third_party/pinned_envs.sh)"
+    for pinned in (*subject.sites, *([subject.venv] if subject.venv else [])):
+        if not (DATA / pinned / ".complete").is_file():
+            return f"{pinned} is not built (impl/third_party/pinned_envs.sh)"
     paths = pinned_paths(subject)
     for package in subject.packages:
         if not importable(package, paths):
@@ -81,8 +81,8 @@ def why_cannot_run(subject: Subject, device: str) -> str:
 def pinned_paths(subject: Subject) -> list[str]:
     """Where the subject's pinned environment keeps its packages: the --target directory, or the
     venv's site-packages and the directories its .pth files add (the interpreter's own); [] = none."""
-    if subject.site:
-        return [str((DATA / subject.site).resolve())]
+    if subject.sites:
+        return [str((DATA / site).resolve()) for site in subject.sites]
     if not subject.venv:
         return []
     out = []
@@ -146,7 +146,7 @@ def child_env(subject: Subject, options: RunOptions) -> dict:
     if subject.venv:  # another Python: the adapters and the stand-ins it needs, nothing of this one's
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (*ADAPTER_PATHS, STUBS))
         return {**env, "OMP_NUM_THREADS": str(options.threads)} if options.threads else env
-    paths = [str((DATA / subject.site).resolve())] if subject.site else []
+    paths = [str((DATA / site).resolve()) for site in subject.sites]
     paths += [str(p) for p in ADAPTER_PATHS] + [p for p in sys.path if p]
     env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])
     if options.threads:

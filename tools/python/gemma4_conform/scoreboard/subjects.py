@@ -48,6 +48,8 @@ class Subject:
     filter: str = ""             # only these checks (the runner's --filter), when the rest cannot apply
     site: str = ""               # a pinned environment (pip --target directory, relative to the data
                                  # directory) put first on the run's PYTHONPATH: the historic releases
+    overlay: str = ""            # a second pinned environment put before `site`: a release of a package the
+                                 # subject needs older than this environment's (vLLM 0.25: transformers 5.13.1)
     venv: str = ""               # CANDIDATE: a pinned virtual environment (relative to the data directory)
                                  # whose own Python runs the adapter: an implementation needing another
                                  # Python than this one (google-deepmind's gemma: >= 3.12)
@@ -64,6 +66,11 @@ class Subject:
     @property
     def name(self) -> str:
         return f"{self.implementation} {self.path}"
+
+    @property
+    def sites(self) -> tuple[str, ...]:
+        """The pinned --target directories on the run's PYTHONPATH, first first."""
+        return tuple(d for d in (self.overlay, self.site) if d)
 
     def adapter_python(self) -> str:
         """The Python that runs the subject's adapter: its venv's (the link itself: resolved, it is the
@@ -146,6 +153,21 @@ SUBJECTS: tuple[Subject, ...] = (
             packages=("onnxruntime", "onnxscript"), devices=("cpu",), forward_only=True,
             note="transformers 5.17's model exported by torch.onnx.export(dynamo=True) at the case's shape, run by "
                  "ONNX Runtime's CPU execution provider; forward logits and hidden states"),
+    # vLLM 0.25.0 (the newest release for the GPU host's torch 2.11): with the transformers it can read
+    # Gemma-4 configs with, in the released checkpoints' convention (5.13.1 ignores per_layer_config); and
+    # with this environment's transformers, as `pip install vllm==0.25.0` gives it today.
+    *(Subject("vLLM", f"{mode} (FlashAttention 3, transformers {release})", SubjectKind.CANDIDATE,
+              "impl/third_party/vllm_candidate.py", version_of="vllm", site=".cache/pinned/vllm",
+              overlay=".cache/pinned/vllm-transformers-5.13.1" if release == "5.13.1" else "", packages=("vllm",),
+              devices=("cuda",), forward_only=True, adapter_args=("--config", "as-released", *args),
+              note=f"vllm.LLM on the case's checkpoint (config as released), eager, FLASH_ATTN with FlashAttention 3 "
+                   f"(TRITON_ATTN, vLLM 0.25's Gemma-4 choice without FA4, needs head dim >= 32), transformers {release}; "
+                   f"the model's logits from its sampler (logprobs_mode=raw_logits), {how}")
+      for release, mode, args, how in (
+          ("5.13.1", "prefill", (), "each position the last of a prompt"),
+          ("5.13.1", "decode", ("--decode-from", "4"), "positions from 4 on one token a step through the paged KV "
+                                                       "cache, teacher-forced by a logits processor"),
+          ("5.17.0", "prefill", (), "each position the last of a prompt"))),
     *_candidate("llama.cpp", "llama_cpp", "llama-cpp", "llama_cpp_python", ("llama_cpp",),
                 "llama-cpp-python (llama.cpp built from its sdist): convert_hf_to_gguf.py, then the CPU backend; "
                 "forward logits only", forward_only=True),
@@ -182,8 +204,8 @@ SUBJECTS: tuple[Subject, ...] = (
       for scales, what in FP8_KV_CACHES),
 )
 
-# Implementations without a row yet, and why (each one line on the page; investigated from their
-# released files and PyPI metadata, 2026-11-26 and 2026-11-29, none installed yet).
+# Implementations without a row on the board yet, and why (each one line on the page; investigated from
+# their released files and PyPI metadata, 2026-11-26 to 2026-11-30).
 NOT_YET: tuple[tuple[str, str], ...] = (
     ("EasyDeL 0.3.0 (Flax NNX)", "a row to add in its own environment (it pins transformers ~= 5.5)"),
     ("ExecuTorch 1.5.1", "partial: two example models (E-series without MoE and K=V, 31B without PLE and MoE), the "
@@ -192,9 +214,11 @@ NOT_YET: tuple[tuple[str, str], ...] = (
      "exports with torch.onnx instead; onnxruntime-genai 0.18 and optimum-intel 2.2.0 are inference-only candidates)"),
     ("MaxText", "not tried: it needs Python >= 3.12 and its own checkpoint conversion, like google-deepmind's gemma "
      "(which has a row)"),
-    ("vLLM", "not run yet: the newest release pinning the GPU host's torch 2.11.0 is 0.25.0 (with flashinfer-python "
-     "and flashinfer-cubin 0.6.13; 0.28-0.31 pin torch 2.13.0, 0.33.0 torch 2.14.0); the host has no network, so its "
-     "wheels, hundreds of MB, travel 64 MiB a call; its offline API gives top-k logprobs, not full logits"),
+    ("vLLM 0.25.0", "rows defined (impl/third_party/vllm_candidate.py, on the H200 only), not on the board yet: "
+     "the GPU time went to carrying vLLM to the offline host. Run there by hand in bf16: dense_keqv (prefill) and "
+     "moe (decode from 4) pass; e2b_like does not load (k_norm of its KV-shared layers, vllm-project/vllm #44788); "
+     "with transformers 5.17 no case loads (tools/scoreboard/repro/vllm_head_dim_per_layer_config.py); f32 is not "
+     "supported by FlashAttention"),
     ("SGLang 0.5.23", "not run: it pins torch 2.14.1, transformers 5.19.0 and flashinfer 0.7.2 (the host: torch "
      "2.11.0, transformers 5.17.0), a second PyTorch stack to carry to the offline host"),
     ("unsloth", "GPU only ('cannot find any torch accelerator' on a CPU); not yet run on the H200"),
