@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gemma4_conform import scoreboard
-from gemma4_conform.scoreboard.page import markdown, page, rendered_problems
+from gemma4_conform.scoreboard.page import file_link_problems, markdown, page, rendered_problems
 
 SOURCE = Path(__file__).resolve().parents[3]
 BOARD = SOURCE / "tools/scoreboard"
@@ -48,6 +48,26 @@ def test_page_renders_in_chromium_as_the_json_says(tmp_path):
     problems = rendered_problems(chromium_dom(BOARD / "index.html", tmp_path / "profile"), board)
     assert problems == [], "\n".join(problems)
     assert any(c["verdict"] == "pass" for r in board["rows"] for c in r["cells"].values())
+
+
+def test_reports_are_their_scripts_and_every_file_link_resolves(tmp_path):
+    """Each reproduction script's report (tools/scoreboard/reports/) is what reports.py makes of it now,
+    and each file the page links to (the reports of the scripts its triage names) exists. Negative
+    controls: a report edited by hand, and a link to a report that is not there."""
+    reports = [sys.executable, str(BOARD / "repro" / "reports.py")]
+    check = subprocess.run([*reports, "--check"], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    index = (BOARD / "index.html").read_text()
+    assert 'href="reports/' in index, "no triage links to a report"
+    assert file_link_problems(index, BOARD) == []
+    assert file_link_problems('<a href="reports/no_such_script.md">x</a>', BOARD) == \
+        [f"link reports/no_such_script.md has no file in {BOARD}"]
+    copy = tmp_path / "reports"
+    shutil.copytree(BOARD / "reports", copy)
+    edited = next(iter(sorted(copy.glob("*.md"))))
+    edited.write_text(edited.read_text().replace("REPRODUCED", "FIXED", 1) + "\n")
+    check = subprocess.run([*reports, "--check", "--out", str(copy)], capture_output=True, text=True)
+    assert check.returncode == 1 and f"{edited.name}: differs from its script" in check.stderr
 
 
 def test_browser_check_catches_a_wrong_number_and_a_dead_link(tmp_path):

@@ -8,9 +8,31 @@ table (#rows-<row>-<category>), and every row to its triage when it has one.
 from __future__ import annotations
 
 import html
+import re
+from pathlib import Path
 
 from .summary import (SYMBOL, cannot_run_why, history, history_expected, history_html, history_text, ratio_text,
                       row_id, summary_expected, summary_html, summary_markdown)
+
+
+# A triage that names a reproduction script links to its report, ready to paste into an upstream issue
+# (tools/scoreboard/reports/<script>.md, made from the script by tools/scoreboard/repro/reports.py), beside the page.
+SCRIPT = re.compile(r"tools/scoreboard/repro/(\w+)\.py")
+
+
+def triage_html(text: str) -> str:
+    return SCRIPT.sub(lambda m: f'<a href="reports/{m.group(1)}.md">{m.group(0)}</a>', html.escape(text))
+
+
+def triage_markdown(text: str) -> str:
+    return SCRIPT.sub(lambda m: f"[{m.group(0)}](reports/{m.group(1)}.md)", text)
+
+
+def file_link_problems(page_html: str, directory: Path) -> list[str]:
+    """The page's links to files beside it (not #anchors, not URLs) whose file is missing."""
+    hrefs = re.findall(r'href="([^"#][^"]*)"', page_html)
+    return [f"link {href} has no file in {directory}" for href in dict.fromkeys(hrefs)
+            if "://" not in href and not (directory / href).is_file()]
 
 
 def cell_text(cell: dict) -> str:
@@ -68,7 +90,7 @@ def markdown(board: dict) -> str:
                  "not supported (the subject's reason); cannot run here (why); - (the runner has no such category).")
     for row in board["rows"]:
         if row.get("triage"):
-            lines.append(f"- {row['subject']} ({row['device']}, {row['dtype']}): {row['triage']}")
+            lines.append(f"- {row['subject']} ({row['device']}, {row['dtype']}): {triage_markdown(row['triage'])}")
     for name, why in board.get("not_yet", []):
         lines.append(f"- {name}: {why}")
     envelope = envelope_lines(board)
@@ -119,7 +141,7 @@ def page(board: dict) -> str:
         if triage:
             subject += f' <a class="triage" href="#triage-{row_id(row)}">triaged</a>'
             details.append(f'<section id="triage-{row_id(row)}"><h3>{html.escape(row["subject"])} {row["device"]} '
-                           f'{row["dtype"]}: triage</h3><p>{html.escape(triage)}</p></section>')
+                           f'{row["dtype"]}: triage</h3><p>{triage_html(triage)}</p></section>')
         elif any(c["verdict"] == "fail" for c in row["cells"].values()):
             subject += ' <span class="untriaged">untriaged</span>'
         if cannot_run_at_all(row):
