@@ -243,6 +243,64 @@ def test_a_failed_adapter_is_shown_by_its_exception_not_its_last_log_line():
     assert _last_error("") == "no output"
 
 
+def test_vllm_teacher_forcing_follows_each_request_through_the_batch(monkeypatch):
+    """vllm_candidate.py's decode verdict rests on its logits processor forcing each request's k-th
+    token to the case's, whatever row vLLM's persistent batch keeps the request in (requests are
+    added, removed, swapped and moved between steps). Checked against vLLM 0.25's interface, stood in
+    for here (vLLM runs on the GPU host only): a processor that ignored the moves would force the
+    wrong row below; unforced rows are left as they are."""
+    import dataclasses
+    import enum
+    import types
+
+    import torch
+
+    monkeypatch.syspath_prepend(str(SOURCE / "impl" / "third_party"))
+
+    class MoveDirectionality(enum.Enum):
+        UNIDIRECTIONAL = 1
+        SWAP = 2
+
+    @dataclasses.dataclass(frozen=True)
+    class BatchUpdate:
+        batch_size: int
+        removed: list
+        added: list
+        moved: list
+
+    interface = types.ModuleType("vllm.v1.sample.logits_processor")
+    interface.BatchUpdate, interface.MoveDirectionality = BatchUpdate, MoveDirectionality
+    interface.LogitsProcessor = type("LogitsProcessor", (), {})
+    for name in ("vllm", "vllm.v1", "vllm.v1.sample"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "vllm.v1.sample.logits_processor", interface)
+    monkeypatch.delitem(sys.modules, "vllm_candidate", raising=False)
+    import vllm_candidate
+
+    force = vllm_candidate.force_tokens_processor()(None, "cpu", False)
+    forced, plain = types.SimpleNamespace(extra_args={"forced": [5, 7, 9]}), types.SimpleNamespace(extra_args=None)
+    out = []  # the forced request's running output tokens (vLLM appends to this list)
+    force.update_state(BatchUpdate(2, [], [(0, forced, [1], out), (1, plain, [2], [])], []))
+
+    def argmax_after_apply() -> list:
+        logits = torch.zeros(2, 12)
+        logits[:, 3] = 1.0  # what an unforced row samples
+        return force.apply(logits).argmax(-1).tolist()
+
+    assert argmax_after_apply() == [5, 3]
+    out.append(5)
+    assert argmax_after_apply() == [7, 3]
+    force.update_state(BatchUpdate(2, [], [], [(0, 1, MoveDirectionality.SWAP)]))
+    out.append(7)
+    assert argmax_after_apply() == [3, 9]
+    force.update_state(BatchUpdate(1, [0], [], [(1, 0, MoveDirectionality.UNIDIRECTIONAL)]))
+    assert argmax_after_apply() == [9, 3]
+    force.update_state(BatchUpdate(0, [0], [], []))
+    assert argmax_after_apply() == [3, 3]
+    force.update_state(None)  # no change to the batch
+    assert argmax_after_apply() == [3, 3]
+
+
 def test_merge_joins_boards_and_refuses_other_categories():
     cpu = committed()
     gpu = json.loads(json.dumps(cpu))
