@@ -30,14 +30,14 @@
 #                       interpreter's own site-packages (parent.pth), where JAX and flax are taken from when
 #                       present (the GPU host's); else jax[cpu] 0.11.2 and flax 0.12.12 from PyPI
 #   vllm                vLLM 0.25.0 (the newest release pinning torch 2.11.0; its wheel is for CUDA 13 GPUs)
-#                       and the packages its engine imports (FastAPI too: vllm.LLM imports it), not its server's
-#                       (OpenTelemetry, MCP, Anthropic) nor FlashInfer; xgrammar 0.2.6 with apache-tvm-ffi 0.1.10 (vLLM pins tvm-ffi 0.1.9 for
-#                       FlashInfer; xgrammar 0.2.1-0.2.5, which accept 0.1.9, are 45-48 MB wheels). Built on
-#                       request only (GPU host: PINNED_WHEELS=.whl/vllm after ci/gpu/carry_vllm.sh --join,
+#                       and the packages its engine imports (FastAPI too: vllm.LLM imports it), not its
+#                       server's (OpenTelemetry, MCP, Anthropic) nor FlashInfer; xgrammar 0.2.6 with
+#                       apache-tvm-ffi 0.1.10 (vLLM pins tvm-ffi 0.1.9 for FlashInfer; xgrammar 0.2.1-0.2.5,
+#                       which accept 0.1.9, are 45-48 MB wheels). Built on request only (GPU host: PINNED_WHEELS=.whl/vllm after ci/gpu/carry_vllm.sh --join,
 #                       where vLLM itself is the trimmed tarball that script makes)
-#   vllm-transformers-5.13.1  the newest transformers vLLM 0.25.0 can read a Gemma-4 config with (5.14 moved the
-#                       global layers' geometry into per_layer_config, and vLLM's get_head_size reads config.head_dim,
-#                       which 5.14+ refuses); put before vllm on the PYTHONPATH of vLLM's rows. On request only.
+#   vllm-transformers-5.13.1  the newest transformers vLLM 0.25.0 can read a Gemma-4 config with (5.14
+#                       moved the layers' geometry into per_layer_config and refuses vLLM's global read of
+#                       config.head_dim); put before vllm on the PYTHONPATH of vLLM's rows. On request only.
 #   impl/third_party/pinned_envs.sh --list NAME   prints an environment's requirements
 # All of them (vllm excepted): about 3 minutes on a 2-core machine (llama-cpp's build is nearly all of it).
 set -euo pipefail
