@@ -146,7 +146,7 @@ def child_env(subject: Subject, options: RunOptions) -> dict:
     if subject.venv:  # another Python: the adapters and the stand-ins it needs, nothing of this one's
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (*ADAPTER_PATHS, STUBS))
         return {**env, "OMP_NUM_THREADS": str(options.threads)} if options.threads else env
-    paths = [str((DATA / site).resolve()) for site in subject.sites]
+    paths = pinned_paths(subject)
     paths += [str(p) for p in ADAPTER_PATHS] + [p for p in sys.path if p]
     env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])
     if options.threads:

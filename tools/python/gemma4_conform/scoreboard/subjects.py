@@ -221,8 +221,8 @@ NOT_YET: tuple[tuple[str, str], ...] = (
      "exports with torch.onnx instead; onnxruntime-genai 0.18 and optimum-intel 2.2.0 are inference-only candidates)"),
     ("MaxText", "not tried: it needs Python >= 3.12 and its own checkpoint conversion, like google-deepmind's gemma "
      "(which has a row)"),
-    ("vLLM 0.25.0", "rows defined (impl/third_party/vllm_candidate.py, on the H200 only), not on the board yet: "
-     "the GPU time went to carrying vLLM to the offline host. Run there by hand in bf16: dense_keqv (prefill) and "
+    ("vLLM 0.25.0", "rows defined (impl/third_party/vllm_candidate.py, on the H200 only), not on the board yet "
+     "(its environments reach the offline GPU host in six parts: ci/gpu/carry_vllm.sh). Run there by hand in bf16: dense_keqv (prefill) and "
      "moe (decode from 4) pass; e2b_like does not load (k_norm of its KV-shared layers, vllm-project/vllm #44788); "
      "with transformers 5.17 no case loads (tools/scoreboard/repro/vllm_head_dim_per_layer_config.py); f32 is not "
      "supported by FlashAttention"),
