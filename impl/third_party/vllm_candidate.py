@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Candidate adapter: vLLM's Gemma-4 (its offline engine, vllm.LLM) on a golden/transformers case, on a GPU.
 
-Judges the model code a vLLM server runs (vllm/model_executor/models/gemma4.py and its Triton
-attention backend) on the case's checkpoint, as its users load one: `LLM(model=<case directory>)`
+Judges the model code a vLLM server runs (vllm/model_executor/models/gemma4.py and its attention
+backend) on the case's checkpoint, as its users load one: `LLM(model=<case directory>)`
 in the golden's dtype. vLLM has no full-logits output, so the adapter asks for what its sampler
 returns with `logprobs_mode="raw_logits"`: the model's logits (after the final soft-cap, before any
 sampling processor) of the whole vocabulary at each sampled step. Forward only (no backward).
@@ -21,6 +21,14 @@ sampling processor) of the whole vocabulary at each sampled step. Forward only (
   cases' head dim 16 (it needs at least 32) and FA4 needs CuTe DSL (nvidia-cutlass-dsl), not carried
   to the GPU host (ci/gpu/carry_vllm.sh). Eager mode (no torch.compile, no CUDA graphs) unless
   `--compiled`. A backend vLLM refuses for the case's head size or dtype is "not supported".
+- A bidirectional model (use_bidirectional_attention "all": every token attends to later ones) is not
+  supported by this route: vLLM returns a model's logits only at sampled positions, the end of a
+  prompt, so position t's logits cannot see the tokens after t; nor does a token-by-token decode.
+  (Prompt logprobs see the whole prompt, but they are log-softmaxed: the loss, not the logits.
+  tools/scoreboard/repro/vllm_bidirectional_all.py uses them to show what vLLM 0.25 computes.)
+- KV cache: a fixed 512 MiB (kv_cache_memory_bytes), not a share of the free memory measured by
+  vLLM's start-up profiling, which fails when another process on the GPU frees memory meanwhile
+  ("Error in memory profiling", seen with the scoreboard's parallel rows on one H200).
 - A text-only Gemma4ForConditionalGeneration checkpoint (no vision_config) loads as Gemma4ForCausalLM
   (hf_overrides): vLLM's multimodal class builds its vision tower unconditionally.
 
@@ -114,6 +122,10 @@ def main() -> int:
     if not args.forward_only:
         raise NotSupported("vLLM has no backward (run with --forward-only)")
     case = read_case(args.case_dir)
+    if case.config.get("use_bidirectional_attention") == "all":
+        raise NotSupported("a bidirectional model (use_bidirectional_attention 'all'): vLLM returns logits only at the "
+                           "end of a prompt, so position t cannot see later tokens (vLLM 0.25 reads the field only for "
+                           "'vision': tools/scoreboard/repro/vllm_bidirectional_all.py)")
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process: our processor class
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")  # FlashInfer is not installed (ci/gpu/carry_vllm.sh)
@@ -134,7 +146,7 @@ def main() -> int:
         llm = LLM(model=str(checkpoint), dtype=DTYPES[args.dtype], skip_tokenizer_init=True, seed=0,
                   enforce_eager=not args.compiled, max_model_len=ids.shape[1] + 2, max_logprobs=vocab,
                   logprobs_mode="raw_logits", enable_prefix_caching=False, async_scheduling=False,
-                  gpu_memory_utilization=0.08, generation_config="vllm",
+                  gpu_memory_utilization=0.08, kv_cache_memory_bytes=512 << 20, generation_config="vllm",
                   attention_config=attention, logits_processors=[force_tokens_processor()],
                   **overrides)
     except ValueError as e:  # vLLM's refusal of a backend for this head size or dtype: not supported, its words

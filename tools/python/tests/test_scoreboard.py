@@ -351,3 +351,21 @@ def test_candidate_subjects_judge_another_frameworks_files(tmp_path, monkeypatch
         "exit 1: ValueError: Expected shape (2048, 40) but received (128, 40)", crashed
     unbuilt = candidate_cell(candidate(writer, site=str(tmp_path / "not-built")))
     assert unbuilt["verdict"] == "cannot_run" and "is not built" in unbuilt["why"]
+
+
+def test_vllm_adapter_refuses_a_bidirectional_model_before_loading_anything(tmp_path):
+    """vLLM returns logits only at the end of a prompt, so a model whose tokens attend to later ones
+    cannot be judged through it: the adapter says "not supported" with the reason (vLLM is not needed
+    to get there), and a causal case goes on to load vLLM (absent here: a plain failure, not that reason)."""
+    adapter = SOURCE / "impl" / "third_party" / "vllm_candidate.py"
+    env = {**os.environ, "PYTHONPATH": str(SOURCE / "impl" / "third_party")}
+
+    def run(case: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(adapter), str(SOURCE / "golden" / "transformers" / case), "--device",
+                               "cuda", "--dtype", "bf16", "--forward-only", "--out", str(tmp_path / f"{case}.h5")],
+                              capture_output=True, text=True, env=env, timeout=120)
+
+    bidirectional, causal = run("bidirectional"), run("dense_keqv")
+    assert bidirectional.returncode == 3, bidirectional.stderr
+    assert "not supported: a bidirectional model" in bidirectional.stderr
+    assert causal.returncode != 3 and "bidirectional" not in causal.stderr, causal.stderr
