@@ -369,3 +369,28 @@ def test_vllm_adapter_refuses_a_bidirectional_model_before_loading_anything(tmp_
     assert bidirectional.returncode == 3, bidirectional.stderr
     assert "not supported: a bidirectional model" in bidirectional.stderr
     assert causal.returncode != 3 and "bidirectional" not in causal.stderr, causal.stderr
+
+
+def test_a_row_the_harness_breaks_on_is_not_judged_and_the_rest_are_kept(tmp_path, monkeypatch, capsys):
+    """An exception out of one row's run (the scoreboard's own failure, such as a reader that hung) no
+    longer takes the whole board down: that row says "not judged" with the error, the other rows and
+    the page are written, and the exit status is 1 with the row named; without the failure, 0."""
+    from gemma4_conform.scoreboard import run as run_module
+    real = run_module.run_subject
+
+    def breaking(subject, *args):
+        if "5.17.0" in subject.name:
+            raise RuntimeError("golden.f16.h5: malformed file: reading it did not finish in 60 s")
+        return real(subject, *args)
+
+    command = ["--device", "cpu", "--dtype", "bf16", "--subjects", "^vLLM"]  # rows that cannot run: quick
+    assert scoreboard.main(["--out", str(tmp_path / "plain"), *command]) == 0
+    monkeypatch.setattr(scoreboard, "run_subject", breaking)
+    assert scoreboard.main(["--out", str(tmp_path / "broken"), *command]) == 1
+    rows = json.loads((tmp_path / "broken" / "scoreboard.json").read_text())["rows"]
+    assert len(rows) == 3 and (tmp_path / "broken" / "index.html").is_file()
+    (broken,) = [r for r in rows if "5.17.0" in r["subject"]]
+    assert broken["why"].startswith("not judged: the scoreboard failed: RuntimeError: golden.f16.h5"), broken
+    assert {c["verdict"] for c in broken["cells"].values()} == {"not_run"}
+    assert all(r["cells"]["golden"]["verdict"] == "cannot_run" for r in rows if r is not broken)
+    assert "error: vLLM prefill (FlashAttention 3, transformers 5.17.0) cpu bf16: not judged" in capsys.readouterr().err

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from .page import markdown, page
-from .run import CATEGORIES, RunOptions, run_subject
+from .run import CATEGORIES, RunOptions, not_judged, run_subject
 from .subjects import NOT_YET, SUBJECTS, Subject, SubjectKind
 
 
@@ -184,11 +184,16 @@ def main(argv=None) -> int:
     # keeps timings of a 2-core machine honest). After each, the rows so far are written as
     # scoreboard.partial.json, so a run cut short by a time limit still leaves its verdicts.
     args.out.mkdir(parents=True, exist_ok=True)
+    broken: list[str] = []  # rows the harness failed on (not_judged), named again at the end
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = {pool.submit(run_subject, s, d, t, options, ours): i for i, (s, d, t) in enumerate(runs)}
         for n, future in enumerate(concurrent.futures.as_completed(futures), 1):
             i = futures[future]
-            row = rows[i] = future.result()
+            try:
+                row = rows[i] = future.result()
+            except Exception as e:  # this harness's failure, not the subject's: that row says so, the rest go on
+                row = rows[i] = not_judged(*runs[i], ours, e)
+                broken.append(f"{row['subject']} {row['device']} {row['dtype']}: {row['why']}")
             verdicts = sorted({c["verdict"] for c in row["cells"].values()} - {"not_applicable"})
             outcome = f"{', '.join(verdicts)} ({row.get('seconds', 0)} s)" if row["ran"] else \
                 f"cannot run here: {row['why']}"
@@ -197,4 +202,6 @@ def main(argv=None) -> int:
             (args.out / "scoreboard.partial.json").write_text(json.dumps(partial, indent=1, sort_keys=True) + "\n")
     write(with_triage(board(rows), triage), args.out, args.readme)
     (args.out / "scoreboard.partial.json").unlink()
-    return 0
+    for line in broken:
+        print(f"error: {line}", file=sys.stderr)
+    return 1 if broken else 0

@@ -3,8 +3,8 @@
 
 For each golden/transformers/<case> with a golden of the dtype (_core.committed_goldens), the subject's adapter
 (impl/third_party/<name>_candidate.py, its contract in impl/third_party/candidate_io.py) runs in a child
-process, in the subject's pinned environment, and writes a candidate file; `judge` compares it with
-the golden. The result is a report like conform's: one test per case ("transformers/<case>", category
+process, in the subject's pinned environment, and writes a candidate file; `golden check`, in a child
+process too (golden_check), compares it with the golden. The result is a report like conform's: one test per case ("transformers/<case>", category
 golden), one row per dataset (its name in the row's `case`). An adapter that exits NOT_SUPPORTED makes
 its case "not supported" with the adapter's reason; any other exit, or a timeout, fails the case with
 the implementation's last error line (a loader that refuses the checkpoint fails, it is not excused).
@@ -51,10 +51,34 @@ def _last_error(text: str) -> str:
     return (lines or logged or ["no output"])[-1][:300]
 
 
+class GoldenCheckError(Exception):
+    """`golden check` ended without a report (a file it could not read); the message is one line."""
+
+
+def golden_check(golden: Path, candidate: Path, forward_only: bool, timeout: float,
+                 envelope: Path | None = None) -> dict:
+    """`golden check` of a candidate file, run in a child process: its report's one run ({"results",
+    "measurements"}). Not in this process: the scoreboard judges from several threads at once, and a
+    file from outside is first read in a forked child (golden/untrusted.h), which in a multithreaded
+    process can inherit a lock that another thread held at the fork and wait on it forever (seen on the
+    H200 with six rows at once: "reading it did not finish in 60 s" for a tiny golden)."""
+    with tempfile.TemporaryDirectory() as work:
+        report = Path(work) / "report.json"
+        command = [sys.executable, "-m", "gemma4_conform", "golden", "check", str(golden), str(candidate), "--quiet",
+                   "--report", str(report), *(["--forward-only"] if forward_only else []),
+                   *(["--envelope", str(envelope)] if envelope else [])]
+        try:
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                                  env={**os.environ, "OMP_NUM_THREADS": "1"})
+        except subprocess.TimeoutExpired:
+            raise GoldenCheckError(f"golden check timed out after {timeout:.0f} s") from None
+        if not report.is_file():
+            raise GoldenCheckError(f"golden check: exit {proc.returncode}: {_last_error(proc.stderr + proc.stdout)}")
+        return json.loads(report.read_text())["runs"][0]
+
+
 def judge_case(subject, case: Path, device: str, dtype: str, timeout: float, work: Path, env: dict) -> list[dict]:
     """The rows of one case: the adapter run, then golden check of what it wrote."""
-    from .. import judge
-
     test = f"transformers/{case.name}"
     out = work / f"{case.name}.{dtype}.h5"
     command = [subject.adapter_python(), str(DATA / subject.spec), str(case), "--device", device, "--dtype", dtype, "--out", str(out),
@@ -72,9 +96,12 @@ def judge_case(subject, case: Path, device: str, dtype: str, timeout: float, wor
         return [_row(test, _core.Status.NOT_SUPPORTED, why)]
     if proc.returncode != 0 or not out.is_file():
         return [_row(test, _core.Status.FAIL, f"exit {proc.returncode}: {_last_error(proc.stderr + proc.stdout)}")]
-    verdict = judge(case / f"golden.{dtype}.h5", out, forward_only=subject.forward_only)
+    try:
+        verdict = golden_check(case / f"golden.{dtype}.h5", out, subject.forward_only, timeout)
+    except GoldenCheckError as e:
+        return [_row(test, _core.Status.FAIL, str(e))]
     rows = []
-    for r in verdict.to_dict()["runs"][0]["results"]:
+    for r in verdict["results"]:
         rows.append({**r, "category": "golden", "test": test, "case": r["test"]})
     return rows
 
@@ -136,12 +163,10 @@ def backend_envelope(measurements: list[dict]) -> tuple[str, dict]:
 def quantized_report(subject, device: str, timeout: float, env: dict) -> tuple[dict, dict]:
     """A quantized subject's report and envelope: the model made and quantized (quantized_cases.py, in
     the subject's environment: llama.cpp's converter and quantizer), the bf16 golden's baseline filled
-    (golden baseline), the adapter run on the quantized file, then judge() with the float model's
-    golden for the envelope; a subject that decodes (Subject.decode_from_window_edge) is run again
+    (golden baseline), the adapter run on the quantized file, then `golden check` with the float model's
+    golden for the envelope (golden_check); a subject that decodes (Subject.decode_from_window_edge) is run again
     decoding from 40 tokens before the window edge, judged by the same golden (a third test). Every
     step that fails is one failing row with its last error line."""
-    from .. import judge
-
     quant, width = subject.quantization, quantized_width(subject.quantization)
     label = "e2b" if width == "reduced" else "e2b-blocks"
     test = f"quantized/{label}-{quant}"
@@ -170,8 +195,11 @@ def quantized_report(subject, device: str, timeout: float, env: dict) -> tuple[d
             if proc.returncode != 0:
                 why = f"{what}: exit {proc.returncode}: {_last_error(proc.stderr + proc.stdout)}"
                 return {"runs": [{"results": [_row(test, _core.Status.FAIL, why)]}]}, {}
-        verdict = judge(case / "golden.bf16.h5", case / "candidate.h5", forward_only=True,
-                        envelope=Path(work) / label / "golden.f32.h5").to_dict()["runs"][0]
+        try:
+            verdict = golden_check(case / "golden.bf16.h5", case / "candidate.h5", True, timeout,
+                                   envelope=Path(work) / label / "golden.f32.h5")
+        except GoldenCheckError as e:
+            return {"runs": [{"results": [_row(test, _core.Status.FAIL, str(e))]}]}, {}
         # Two tests: the outputs against the dequantized reference, and the file's tensors against their types.
         rows = [{**r, "category": "golden", "test": f"{test}/weights" if r["test"].startswith("weights/") else test,
                  "case": r["test"].removeprefix("weights/")} for r in verdict["results"]]
@@ -183,7 +211,10 @@ def quantized_report(subject, device: str, timeout: float, env: dict) -> tuple[d
                 rows.append(_row(f"{test}/decode", _core.Status.FAIL,
                                  f"the adapter, decoding: exit {proc.returncode}: {_last_error(proc.stderr + proc.stdout)}"))
             else:
-                decoded = judge(case / "golden.bf16.h5", case / "decoded.h5", forward_only=True).to_dict()["runs"][0]
-                rows += [{**r, "category": "golden", "test": f"{test}/decode", "case": r["test"]}
-                         for r in decoded["results"] if not r["test"].startswith("weights/")]
+                try:
+                    decoded = golden_check(case / "golden.bf16.h5", case / "decoded.h5", True, timeout)
+                    rows += [{**r, "category": "golden", "test": f"{test}/decode", "case": r["test"]}
+                             for r in decoded["results"] if not r["test"].startswith("weights/")]
+                except GoldenCheckError as e:
+                    rows.append(_row(f"{test}/decode", _core.Status.FAIL, str(e)))
     return {"runs": [{"results": rows}]}, _envelope(verdict.get("measurements", []))

@@ -195,11 +195,24 @@ def row_dtype(subject: Subject, dtype: str) -> str:
     return f"{dtype}, {subject.quantization}" if subject.quantization else dtype
 
 
+def row_head(subject: Subject, device: str, dtype: str, ours: str) -> dict:
+    """What a row says of its subject, whatever the run gave."""
+    return {"subject": subject.name, "implementation": subject.implementation, "path": subject.path,
+            "kind": subject.kind.value, "spec": subject.spec, "version": version(subject, ours), "note": subject.note,
+            "device": device, "dtype": row_dtype(subject, dtype)}
+
+
+def not_judged(subject: Subject, device: str, dtype: str, ours: str, error: BaseException) -> dict:
+    """The row of a run that this harness broke down in (an exception out of run_subject): not judged,
+    the error named, never a verdict on the subject."""
+    why = f"not judged: the scoreboard failed: {type(error).__name__}: {str(error).splitlines()[0][:240] if str(error) else ''}"
+    return {**row_head(subject, device, dtype, ours), "ran": False, "why": why,
+            "cells": {c: {"verdict": Verdict.NOT_RUN.value, "why": why} for c in CATEGORIES}}
+
+
 def run_subject(subject: Subject, device: str, dtype: str, options: RunOptions, ours: str) -> dict:
     """One row of the scoreboard: the subject in one device and dtype."""
-    row = {"subject": subject.name, "implementation": subject.implementation, "path": subject.path,
-           "kind": subject.kind.value, "spec": subject.spec, "version": version(subject, ours), "note": subject.note,
-           "device": device, "dtype": row_dtype(subject, dtype)}
+    row = row_head(subject, device, dtype, ours)
     why = why_cannot_run(subject, device)
     if why:
         return {**row, "ran": False, "why": why,
