@@ -25,7 +25,8 @@ sampling processor) of the whole vocabulary at each sampled step. Forward only (
   supported by this route: vLLM returns a model's logits only at sampled positions, the end of a
   prompt, so position t's logits cannot see the tokens after t; nor does a token-by-token decode.
   (Prompt logprobs see the whole prompt, but they are log-softmaxed: the loss, not the logits.
-  tools/scoreboard/repro/vllm_bidirectional_all.py uses them to show what vLLM 0.25 computes.)
+  vLLM 0.25's Gemma-4 reads the field only for "vision", gemma4_mm.py; what it computes for "all"
+  is not judged here.)
 - KV cache: a fixed 512 MiB (kv_cache_memory_bytes), not a share of the free memory measured by
   vLLM's start-up profiling, which fails when another process on the GPU frees memory meanwhile
   ("Error in memory profiling", seen with the scoreboard's parallel rows on one H200).
@@ -124,8 +125,7 @@ def main() -> int:
     case = read_case(args.case_dir)
     if case.config.get("use_bidirectional_attention") == "all":
         raise NotSupported("a bidirectional model (use_bidirectional_attention 'all'): vLLM returns logits only at the "
-                           "end of a prompt, so position t cannot see later tokens (vLLM 0.25 reads the field only for "
-                           "'vision': tools/scoreboard/repro/vllm_bidirectional_all.py)")
+                           "end of a prompt, so position t's logits cannot see the later tokens it attends to")
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process: our processor class
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")  # FlashInfer is not installed (ci/gpu/carry_vllm.sh)
