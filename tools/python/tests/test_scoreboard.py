@@ -125,8 +125,9 @@ def test_history_shows_when_a_bug_came_and_went():
     from gemma4_conform.scoreboard.summary import history
     board = committed()
     (line,) = [h for h in history(board) if h["name"] == "transformers sdpa"]
-    assert [(v, verdict.value) for v, verdict, _ in line["versions"]] == \
+    assert [(v, verdict.value) for v, verdict, *_ in line["versions"]] == \
         [("5.5.1", "fail"), ("5.5.2", "pass"), ("5.17.0", "pass")]
+    assert "e2b_like" in line["versions"][0][3], line  # the case 5.5.1 fails, named
     assert set(line["versions"][0][2]) == {"multithreaded_recompute", "decode"}
     mutated = json.loads(json.dumps(board))
     row = next(r for r in mutated["rows"] if r["version"] == "5.5.2" and r["cells"]["golden"]["verdict"] == "pass")

@@ -91,14 +91,23 @@ def _transformers(path: str, factory: str, note: str, packages=("transformers",)
 
 
 def _candidate(implementation: str, adapter: str, env: str, distribution: str, packages: tuple[str, ...], note: str,
-               forward_only: bool = False, devices: tuple[str, ...] = ("cpu",)) -> tuple[Subject, ...]:
+               forward_only: bool = False, devices: tuple[str, ...] = ("cpu",),
+               historic: tuple[str, ...] = ()) -> tuple[Subject, ...]:
     """Two rows of one framework: the checkpoint's config.json as transformers 5.17 saves it, and in the
-    released checkpoints' convention (candidate_io.ConfigStyle says why both)."""
-    return tuple(Subject(implementation, f"config {style}", SubjectKind.CANDIDATE,
-                         f"impl/third_party/{adapter}_candidate.py", version_of=distribution, site=f".cache/pinned/{env}",
-                         packages=packages, devices=devices, note=note, adapter_args=("--config", style),
-                         forward_only=forward_only)
-                 for style in ("as-saved", "as-released"))
+    released checkpoints' convention (candidate_io.ConfigStyle says why both). Then a row per historic
+    release (`historic`), in its pinned environment <env>-<release>, on the CPU (keras-hub's before 0.32 hold
+    TensorFlow, 1.3 GB, more than travels to the GPU host), its path suffixed
+    " (<release>, historic)" for summary.history: as-released only, since its as-saved row could fail only
+    again for what the current release's as-saved row shows (transformers 5.17's per_layer_config, which no
+    release of mlx-lm or keras-hub reads, and a config without layer_types), hiding the rest."""
+    rows = [(f"config {style}", style, env, devices, note) for style in ("as-saved", "as-released")]
+    rows += [(f"config as-released ({release}, historic)", "as-released", f"{env}-{release}", ("cpu",),
+              f"{note}; the release {release} in its pinned environment (impl/third_party/pinned_envs.sh)")
+             for release in historic]
+    return tuple(Subject(implementation, path, SubjectKind.CANDIDATE, f"impl/third_party/{adapter}_candidate.py",
+                         version_of=distribution, site=f".cache/pinned/{site}", packages=packages, devices=on,
+                         note=about, adapter_args=("--config", style), forward_only=forward_only)
+                 for path, style, site, on, about in rows)
 
 
 VARIANTS = ("sdpa", "fp32-attention", "online-softmax", "per-head-attention", "aten-rms-norm", "llama-norm-rounding",
@@ -138,10 +147,11 @@ SUBJECTS: tuple[Subject, ...] = (
                    "KV-shared goldens: 5.5 cannot read the configs of the others (written by 5.17)")
       for release in ("5.5.1", "5.5.2") for path in ("sdpa",)),
     *_candidate("mlx-lm", "mlx_lm", "mlx-lm", "mlx-lm", ("mlx", "mlx_lm"),
-                "mlx_lm.models.gemma4 on MLX's CPU backend, loaded by mlx_lm.utils.load_model; value_and_grad"),
+                "mlx_lm.models.gemma4 on MLX's CPU backend, loaded by mlx_lm.utils.load_model; value_and_grad",
+                historic=("0.31.2", "0.31.3")),  # the first with Gemma-4; the last before 0.32.0's MoE-gradient fix
     *_candidate("keras-hub", "keras_hub", "keras-hub", "keras-hub", ("keras", "keras_hub"),
                 "Gemma4Backbone.from_preset (keras-hub's Hugging Face converter), Keras 3 on the PyTorch backend",
-                devices=("cpu", "cuda")),
+                devices=("cpu", "cuda"), historic=("0.28.0",)),  # the first the adapter feeds as its users do
     Subject("google-deepmind gemma (JAX)", "gemma.gm.nn.gemma4", SubjectKind.CANDIDATE,
             "impl/third_party/jax_gemma_candidate.py", version_of="gemma", venv=".cache/pinned/jax-gemma",
             packages=("gemma", "jax", "flax"),
@@ -153,6 +163,20 @@ SUBJECTS: tuple[Subject, ...] = (
             packages=("onnxruntime", "onnxscript"), devices=("cpu",), forward_only=True,
             note="transformers 5.17's model exported by torch.onnx.export(dynamo=True) at the case's shape, run by "
                  "ONNX Runtime's CPU execution provider; forward logits and hidden states"),
+    # EasyDeL 0.3.0 on the CPU, in two rows: attention as from_pretrained(dtype=...) leaves it (attn_dtype's
+    # default, bfloat16, whatever the model's dtype) and in the run's dtype. The moe case is left out: its
+    # forward did not finish in 400 s on the 2-core development machine (cause not found).
+    *(Subject("EasyDeL", f"Flax NNX, attn_dtype {label}", SubjectKind.CANDIDATE,
+              "impl/third_party/easydel_candidate.py", version_of="easydel", site=".cache/pinned/easydel",
+              packages=("easydel", "jax", "flax"), devices=("cpu",),
+              filter=r"transformers/(dense_keqv|padded_batch|bidirectional|e2b_like)$",
+              adapter_args=("--config", "as-released", "--attn-dtype", attn),
+              note="EasyDeL's Gemma4ForCausalLM / Gemma4ForConditionalGeneration from AutoEasyDeLModel*.from_pretrained"
+                   "(from_torch=True, torch_dtype=float32: EasyDeL's loader would round the checkpoint to float16 "
+                   f"first), jax.grad for the gradients; {about}; moe left out (its forward did not finish in 400 s "
+                   "on 2 cores)")
+      for attn, label, about in (("default", "default", "attention in EasyDeL's default attn_dtype, bfloat16"),
+                                 ("match", "= dtype", "attn_dtype set to the run's dtype"))),
     # vLLM 0.25.0 (the newest release for the GPU host's torch 2.11): with the transformers it can read
     # Gemma-4 configs with, in the released checkpoints' convention (5.13.1 ignores per_layer_config); and
     # with this environment's transformers, as `pip install vllm==0.25.0` gives it today.
@@ -207,27 +231,17 @@ SUBJECTS: tuple[Subject, ...] = (
 # Implementations without a row on the board yet, and why (each one line on the page; investigated from
 # their released files and PyPI metadata, 2026-11-26 to 2026-11-30).
 NOT_YET: tuple[tuple[str, str], ...] = (
-    ("EasyDeL 0.3.0 (Flax NNX)", "no adapter yet. Tried by hand on the CPU in an environment of its pins (jax 0.9.2, "
-     "flax 0.12.3, eformer 0.0.99.12, ejkernel 0.0.78, transformers 5.5.4), AutoEasyDeLModelForCausalLM"
-     ".from_pretrained(from_torch=True) in float32 on dense_keqv's released-convention config: the weights arrive "
-     "rounded to float16 (easydel/infra/mixins/bridge.py:2252 loads the torch model with torch_dtype=float16 unless "
-     "told otherwise, whatever param_dtype says), so the embedding output is 6.0e-3 off; with torch_dtype=float32 it "
-     "is exact, but layer 0's output still differs by 5.3e-3 at position 0 and the logits by 0.135 (transformers "
-     "5.5.4 on the same files: 9.5e-7), cause not found; e2b_like (Gemma4ForConditionalGeneration) does not load "
-     "('model type gemma4 is not defined')"),
     ("ExecuTorch 1.5.1", "partial: two example models (E-series without MoE and K=V, 31B without PLE and MoE), the "
      "E-series one reading flat RoPE keys instead of rope_parameters"),
     ("optimum-onnx 0.1.0", "cannot: gemma4 is not an export type and it pins transformers < 4.58 (the ONNX Runtime row "
      "exports with torch.onnx instead; onnxruntime-genai 0.18 and optimum-intel 2.2.0 are inference-only candidates)"),
     ("MaxText", "not tried: it needs Python >= 3.12 and its own checkpoint conversion, like google-deepmind's gemma "
      "(which has a row)"),
-    ("vLLM 0.25.0", "rows defined (impl/third_party/vllm_candidate.py, on the H200 only), not on the board yet "
-     "(its environments reach the offline GPU host in six parts: ci/gpu/carry_vllm.sh). Run there by hand in bf16: dense_keqv (prefill) and "
-     "moe (decode from 4) pass; e2b_like does not load (k_norm of its KV-shared layers, vllm-project/vllm #44788); "
-     "with transformers 5.17 no case loads (tools/scoreboard/repro/vllm_head_dim_per_layer_config.py); f32 is not "
-     "supported by FlashAttention"),
     ("SGLang 0.5.23", "not run: it pins torch 2.14.1, transformers 5.19.0 and flashinfer 0.7.2 (the host: torch "
      "2.11.0, transformers 5.17.0), a second PyTorch stack to carry to the offline host"),
-    ("unsloth", "GPU only ('cannot find any torch accelerator' on a CPU); not yet run on the H200"),
+    ("unsloth 2026.10.9", "GPU only ('cannot find any torch accelerator' on a CPU); prepared, not yet run on the "
+     "H200: its factory (impl/third_party/unsloth_models.py: FastModel.from_pretrained at full precision, "
+     "full_finetuning, through conform-model), its environment (pinned_envs.sh unsloth) and one 13 MB part to carry "
+     "(ci/gpu/carry_pinned.sh unsloth)"),
     ("torchtune 0.6.1, litgpt 0.5.13, torchtitan 0.3.0, candle", "cannot: no Gemma-4 in their releases"),
 )

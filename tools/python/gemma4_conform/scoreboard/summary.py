@@ -188,31 +188,44 @@ def version_key(version: str) -> tuple:
     return tuple(int(n) for n in re.findall(r"\d+", version))
 
 
+def failing_cases(row: dict) -> set[str]:
+    """The cases a row fails, by their last name ("e2b_like" for "decode/transformers/e2b_like"), from the
+    failing rows each cell keeps."""
+    return {f["test"].rsplit("/", 1)[-1] for cell in row["cells"].values() for f in cell.get("failing", [])
+            if cell["verdict"] == Verdict.FAIL.value and f.get("test")}
+
+
 def history(board: dict) -> list[dict]:
     """Per implementation and path with more than one version on the board (historic releases run in
     their pinned environments beside the current one), the versions in order, each with its whole
-    verdict over every device and dtype: [{"name", "versions": [(version, verdict, fails)]}]."""
+    verdict over every device and dtype and the cases that fail, so that two failing versions that fail
+    differently read differently: [{"name", "versions": [(version, verdict, fails, cases)]}]."""
     groups: dict[str, dict[str, dict]] = {}
     for row in board["rows"]:
         if row["implementation"] == IN_TREE or row["version"] == "not installed":
             continue
         name = f"{row['implementation']} {HISTORIC.sub('', row['path'])}"
         verdict, fails = row_verdict(row)
-        fold(groups.setdefault(name, {}).setdefault(row["version"], {"verdict": verdict, "fails": {}}), verdict, fails)
+        whole = groups.setdefault(name, {}).setdefault(row["version"], {"verdict": verdict, "fails": {}, "cases": set()})
+        fold(whole, verdict, fails)
+        whole["cases"] |= failing_cases(row)
     cats = board["categories"]
-    return [{"name": name, "versions": [(v, whole["verdict"], by_category(whole["fails"], cats))
+    return [{"name": name, "versions": [(v, whole["verdict"], by_category(whole["fails"], cats), sorted(whole["cases"]))
                                         for v, whole in sorted(versions.items(), key=lambda i: version_key(i[0]))]}
             for name, versions in groups.items() if len(versions) > 1]
 
 
 def history_text(line: dict) -> str:
-    """"transformers sdpa: 5.5.1 FAIL (decode x9.97) -> 5.5.2 pass -> 5.17.0 pass"."""
-    steps = [f"{v} {cell_text({'verdict': verdict, 'fails': fails})}" for v, verdict, fails in line["versions"]]
+    """"transformers sdpa: 5.5.1 FAIL: decode x9.97 (e2b_like) -> 5.5.2 pass -> 5.17.0 pass"."""
+    steps = [f"{v} {cell_text({'verdict': verdict, 'fails': fails})}" + (f" ({', '.join(cases)})" if cases else "")
+             for v, verdict, fails, cases in line["versions"]]
     return f"{line['name']}: " + " -> ".join(steps)
 
 
 def versions_attr(line: dict) -> str:
-    return ",".join(f"{v}:{verdict.value}" for v, verdict, _ in line["versions"])
+    """"5.5.1:fail:e2b_like,5.5.2:pass": what the browser test reads back from each history item."""
+    return ",".join(f"{v}:{verdict.value}" + (f":{'+'.join(cases)}" if cases else "")
+                    for v, verdict, _, cases in line["versions"])
 
 
 def history_expected(board: dict) -> dict[str, str]:
