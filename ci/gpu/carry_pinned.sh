@@ -19,7 +19,6 @@
 #            which `import unsloth` never imports); bitsandbytes' less its CUDA 11/12, ROCm and XPU libraries
 #            (the host's torch is CUDA 13.0: bitsandbytes loads libbitsandbytes_cuda130.so; cuda132 and the
 #            CPU library stay).
-# ci/gpu/carry_vllm.sh is this script for vllm.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PART_MIB=${PART_MIB:-26}

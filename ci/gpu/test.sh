@@ -57,7 +57,7 @@
 #   scoreboard            python -m gemma4_conform scoreboard --device cuda in $DTYPES (default bf16),
 #                         real_size left out: every subject this host runs (transformers on CUDA,
 #                         Liger-Kernel and axolotl from .whl/, google-deepmind's gemma in its venv built
-#                         from .whl/jax-gemma/, vLLM from .whl/vllm/ (ci/gpu/carry_vllm.sh), our cuda
+#                         from .whl/jax-gemma/, vLLM from .whl/vllm/ (ci/gpu/carry_pinned.sh vllm), our cuda
 #                         backends), into $OUT/scoreboard;
 #                         $SCOREBOARD_SUBJECTS: only these subjects (its --subjects regex), $SCOREBOARD_JOBS
 #                         runs at once (default 4), SCOREBOARD_REAL_SIZE=1 with real_size (the in-tree

@@ -41,7 +41,7 @@
 #                       and the packages its engine imports (FastAPI too: vllm.LLM imports it), not its
 #                       server's (OpenTelemetry, MCP, Anthropic) nor FlashInfer; xgrammar 0.2.6 with
 #                       apache-tvm-ffi 0.1.10 (vLLM pins tvm-ffi 0.1.9 for FlashInfer; xgrammar 0.2.1-0.2.5,
-#                       which accept 0.1.9, are 45-48 MB wheels). Built on request only (GPU host: PINNED_WHEELS=.whl/vllm after ci/gpu/carry_vllm.sh --join,
+#                       which accept 0.1.9, are 45-48 MB wheels). Built on request only (GPU host: PINNED_WHEELS=.whl/vllm after ci/gpu/carry_pinned.sh --join vllm,
 #                       where vLLM itself is the trimmed tarball that script makes)
 #   vllm-transformers-5.13.1  the newest transformers vLLM 0.25.0 can read a Gemma-4 config with (5.14
 #                       moved the layers' geometry into per_layer_config and refuses vLLM's global read of

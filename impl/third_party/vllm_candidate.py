@@ -19,7 +19,7 @@ sampling processor) of the whole vocabulary at each sampled step. Forward only (
   otherwise. vLLM 0.25's own choice for Gemma-4 (its sliding and global head dims differ) is
   FlashAttention 4 when its sources are installed, else TRITON_ATTN; TRITON_ATTN refuses the tiny
   cases' head dim 16 (it needs at least 32) and FA4 needs CuTe DSL (nvidia-cutlass-dsl), not carried
-  to the GPU host (ci/gpu/carry_vllm.sh). Eager mode (no torch.compile, no CUDA graphs) unless
+  to the GPU host (ci/gpu/carry_pinned.sh vllm). Eager mode (no torch.compile, no CUDA graphs) unless
   `--compiled`. A backend vLLM refuses for the case's head size or dtype is "not supported".
 - A bidirectional model (use_bidirectional_attention "all": every token attends to later ones) is not
   supported by this route: vLLM returns a model's logits only at sampled positions, the end of a
@@ -128,7 +128,7 @@ def main() -> int:
                            "end of a prompt, so position t's logits cannot see the later tokens it attends to")
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process: our processor class
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")  # FlashInfer is not installed (ci/gpu/carry_vllm.sh)
+    os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")  # FlashInfer is not installed (ci/gpu/carry_pinned.sh vllm)
     import transformers
     import vllm
     from vllm import LLM, SamplingParams

@@ -395,3 +395,14 @@ def test_a_row_the_harness_breaks_on_is_not_judged_and_the_rest_are_kept(tmp_pat
     assert {c["verdict"] for c in broken["cells"].values()} == {"not_run"}
     assert all(r["cells"]["golden"]["verdict"] == "cannot_run" for r in rows if r is not broken)
     assert "error: vLLM prefill (FlashAttention 3, transformers 5.17.0) cpu bf16: not judged" in capsys.readouterr().err
+
+
+def test_a_cell_keeps_a_failing_row_of_every_failing_test():
+    """One case with more failing tensors than a cell keeps (bidirectional's 57 in EasyDeL's row) must not
+    push another failing case out of the kept rows, which the page links and the history names."""
+    from gemma4_conform.scoreboard.run import FAILING_ROWS_KEPT, kept_failing
+    failing = [{"test": "transformers/bidirectional", "case": f"grads/{i}"} for i in range(FAILING_ROWS_KEPT + 5)]
+    failing.append({"test": "transformers/e2b_like", "case": ""})
+    kept = kept_failing(failing)
+    assert len(kept) == FAILING_ROWS_KEPT and {r["test"] for r in kept} == {r["test"] for r in failing}
+    assert kept[0] == failing[0]  # the first failing row stays first

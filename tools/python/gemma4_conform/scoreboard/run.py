@@ -169,12 +169,23 @@ def cells(run, applicable: tuple[str, ...], options: RunOptions, filtered: bool 
         elif v["verdict"] == "fail":
             out[category] = {"verdict": Verdict.FAIL.value, "tests": v["tests"], "failed_tests": v["failed_tests"],
                              "worst_ratio": v["worst_ratio"], "worst_at": v["worst_at"],
-                             "failing": [slim(r) for r in v["failing"][:FAILING_ROWS_KEPT]]}
+                             "failing": [slim(r) for r in kept_failing(v["failing"])]}
         elif v["verdict"] == "pass":
             out[category] = {"verdict": Verdict.PASS.value, "tests": v["tests"], "judged_tests": v["judged_tests"]}
         else:
             out[category] = {"verdict": Verdict.NOT_SUPPORTED.value, "tests": v["tests"], "why": v["why"]}
     return out
+
+
+def kept_failing(failing: list[dict]) -> list[dict]:
+    """The failing rows a cell keeps (FAILING_ROWS_KEPT): the first row of each failing test, then the
+    rest in order, so that one test with many failing tensors does not hide the other failing tests
+    from the page's links and the history's case names (summary.failing_cases)."""
+    tests: set[str] = set()
+    firsts = [i for i, r in enumerate(failing) if not (r.get("test") in tests or tests.add(r.get("test")))]
+    first = set(firsts)
+    order = firsts + [i for i in range(len(failing)) if i not in first]
+    return [failing[i] for i in order[:FAILING_ROWS_KEPT]]
 
 
 def one_run(report: dict, device: str, dtype: str):
