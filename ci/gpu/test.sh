@@ -57,7 +57,8 @@
 #   scoreboard            python -m gemma4_conform scoreboard --device cuda in $DTYPES (default bf16),
 #                         real_size left out: every subject this host runs (transformers on CUDA,
 #                         Liger-Kernel and axolotl from .whl/, google-deepmind's gemma in its venv built
-#                         from .whl/jax-gemma/, vLLM from .whl/vllm/ (ci/gpu/carry_pinned.sh vllm), our cuda
+#                         from .whl/jax-gemma/, vLLM from .whl/vllm/ (ci/gpu/carry_pinned.sh vllm), unsloth from
+#                         .whl/unsloth/ (carry_pinned.sh unsloth), our cuda
 #                         backends), into $OUT/scoreboard;
 #                         $SCOREBOARD_SUBJECTS: only these subjects (its --subjects regex), $SCOREBOARD_JOBS
 #                         runs at once (default 4), SCOREBOARD_REAL_SIZE=1 with real_size (the in-tree
@@ -402,6 +403,10 @@ if step scoreboard && python_env; then
   if [ -d .whl/vllm ]; then  # vLLM 0.25.0 and the transformers it reads Gemma-4 configs with, carried in parts
     PYTHON=python3 PINNED_WHEELS=.whl/vllm impl/third_party/pinned_envs.sh vllm vllm-transformers-5.13.1 \
       > "$OUT/vllm-env.log" 2>&1 || fail_run vllm-env "impl/third_party/pinned_envs.sh vllm failed" "$OUT/vllm-env.log"
+  fi
+  if [ -d .whl/unsloth ]; then  # unsloth 2026.10.9 and what it needs that the host lacks (ci/gpu/carry_pinned.sh unsloth)
+    PYTHON=python3 PINNED_WHEELS=.whl/unsloth impl/third_party/pinned_envs.sh unsloth \
+      > "$OUT/unsloth-env.log" 2>&1 || fail_run unsloth-env "impl/third_party/pinned_envs.sh unsloth failed" "$OUT/unsloth-env.log"
   fi
   RUN_TIMEOUT=${RUN_TIMEOUT:-560} detail_re='^wrote ' run scoreboard 0 "$OUT/scoreboard.log" \
     python3 -m gemma4_conform scoreboard --out "$OUT/scoreboard" --device cuda --dtype "${DTYPES:-bf16}" \

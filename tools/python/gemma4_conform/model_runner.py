@@ -2,7 +2,7 @@
 
     python -m gemma4_conform conform-model --factory MODULE:FACTORY [--device cpu|cuda]
         [--dtype f32|bf16|f16] [--filter REGEX] [--steps N] [--timeout S] [--report F.json]
-        [--junit F.xml] [--verbose] [--list]
+        [--workers N] [--junit F.xml] [--verbose] [--list]
     torchrun --nproc-per-node N -m gemma4_conform conform-model --distributed --factory MODULE:FACTORY ...
         (model_distributed.py: FSDP2 with activation checkpointing; --distributed --help for its options)
 
@@ -12,7 +12,8 @@ parameter is annotated str gets "f32", "bf16" or "f16"). The harness loads every
 weights into fresh modules and runs the model-level checks (model_checks.py). The checks
 run in a worker process: a check whose module raises is a failure row with the one-line error; one
 that kills the worker (a crash) or outlives --timeout is a failure row naming the signal or the
-time, and the remaining checks go on in a new worker. Exit 0 when every check passes, 1 otherwise,
+time, and the remaining checks go on in a new worker. --workers N splits the checks over N workers at
+once, a golden's checks in one of them (they share its plain and fp32 steps). Exit 0 when every check passes, 1 otherwise,
 2 on a usage error. The rows, table, JSON and JUnit are the suite's report (model_report.py).
 """
 from __future__ import annotations
@@ -26,7 +27,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 PROGRAM = "python -m gemma4_conform conform-model"
@@ -87,9 +90,49 @@ def _last_line(path: Path) -> str:
     return lines[-1][:300] if lines else "(no output)"
 
 
+def golden_of(test: str) -> str:
+    """The golden a check runs on: its name's last two parts ("transformers/dense_keqv", "model/e2b")."""
+    return "/".join(test.split("/")[-2:])
+
+
+def lanes(tests: dict, n: int) -> list[dict]:
+    """The checks split into at most n lanes, each golden's checks in one lane (a worker caches a
+    golden's plain and fp32 steps), the goldens with most checks placed first, each in the emptiest lane."""
+    by_golden: dict[str, list[str]] = {}
+    for test in tests:
+        by_golden.setdefault(golden_of(test), []).append(test)
+    out: list[dict] = [{} for _ in range(max(1, min(n, len(by_golden))))]
+    for group in sorted(by_golden.values(), key=len, reverse=True):
+        lane = min(out, key=len)
+        lane.update({t: tests[t] for t in group})
+    return out
+
+
+def run_all(args, tests: dict, work: Path, progress) -> dict:
+    """run_workers over --workers lanes at once (threads that each wait on their own worker process);
+    the progress count is shared."""
+    split = lanes(tests, args.workers)
+    if len(split) == 1:
+        return run_workers(args, tests, work, progress)
+    count, lock = [0], threading.Lock()
+
+    def counted(_i, _n, test):
+        with lock:
+            count[0] += 1
+            progress(count[0], len(tests), test)
+
+    with ThreadPoolExecutor(len(split)) as pool:
+        done = [pool.submit(run_workers, args, lane, work / f"lane-{i}", counted) for i, lane in enumerate(split)]
+        results = {}
+        for future in done:
+            results.update(future.result())
+    return results
+
+
 def run_workers(args, tests: dict, work: Path, progress) -> dict:
     """test -> {"rows", "notes", "seconds"}: every test (a dict test -> category), done by a worker or
     failed by its death."""
+    work.mkdir(parents=True, exist_ok=True)
     results, remaining, attempt = {}, list(tests), 0
     while remaining:
         attempt += 1
@@ -161,6 +204,8 @@ def parse(argv):
     p.add_argument("--filter", default="", help="regex on the check's name, '<group>/<check>' (re.search; --list)")
     p.add_argument("--steps", type=int, default=0, help="memory_flatness steps (default 50 on cpu, 200 on cuda)")
     p.add_argument("--timeout", type=float, default=900, help="seconds one check may take before it fails")
+    p.add_argument("--workers", type=int, default=1,
+                   help="worker processes at once, each with a share of the goldens (default 1)")
     p.add_argument("--report", help="write the JSON report here")
     p.add_argument("--junit", help="write a JUnit XML report here")
     p.add_argument("--verbose", action="store_true", help="print every row and note, not only failures")
@@ -171,8 +216,8 @@ def parse(argv):
     args = p.parse_args(argv)
     if not args.list and not args.factory:
         p.error("--factory MODULE:FACTORY is required")
-    if args.steps < 0 or args.timeout <= 0:
-        p.error("--steps must be >= 0 and --timeout > 0")
+    if args.steps < 0 or args.timeout <= 0 or args.workers < 1:
+        p.error("--steps must be >= 0, --timeout > 0 and --workers >= 1")
     try:
         re.compile(args.filter)
     except re.error as e:
@@ -208,7 +253,7 @@ def main(argv=None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="gemma4-conform-model-"))
     try:
-        results = run_workers(args, tests, work, progress)
+        results = run_all(args, tests, work, progress)
     except (ValueError, RuntimeError) as e:
         print(f"\n{PROGRAM}: error: {e}", file=sys.stderr)
         return 1

@@ -258,6 +258,8 @@ def run_subject(subject: Subject, device: str, dtype: str, options: RunOptions, 
                    device, "--dtype", dtype, "--report", str(report_path)]
         if checks(subject, options):
             command += ["--filter", checks(subject, options)]
+        if subject.workers > 1:
+            command += ["--workers", str(subject.workers)]
         try:
             proc = subprocess.run(command, capture_output=True, text=True, timeout=options.timeout,
                                   env=child_env(subject, options))

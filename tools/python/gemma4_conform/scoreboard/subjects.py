@@ -62,6 +62,7 @@ class Subject:
     quantization: str = ""       # QUANTIZED: the type (llama.cpp's Q8_0, Q4_0, Q4_K_M), the row's dtype;
                                  # BACKEND: what its KV cache stores, shown after the row's dtype
     decode_from_window_edge: bool = False  # QUANTIZED: its adapter also decodes (--decode-from), judged too
+    workers: int = 1             # MODEL: conform-model's --workers (a model that compiles at every load)
 
     @property
     def name(self) -> str:
@@ -140,6 +141,15 @@ SUBJECTS: tuple[Subject, ...] = (
     _transformers("fused_attn", "axolotl_fused_attn", "axolotl's patch_gemma4_fused_attn (Triton)",
                   packages=("transformers", "axolotl"), devices=("cuda",), implementation="axolotl",
                   version_of="axolotl"),
+    Subject("unsloth", "FastModel full finetuning", SubjectKind.MODEL, "unsloth_models:full_finetuning",
+            version_of="unsloth", site=".cache/pinned/unsloth", packages=("unsloth", "unsloth_zoo", "bitsandbytes"),
+            devices=("cuda",), filter=r"transformers/", workers=5,
+            note="unsloth's FastModel.from_pretrained(checkpoint, load_in_4bit=False, full_finetuning=True) on the "
+                 "golden's config saved as a checkpoint: its regenerated modeling_gemma4 (torch.compile'd RMSNorm, "
+                 "RoPE, attention), unsloth_zoo's decoder, MLP and MoE forwards, its fused linear cross-entropy and "
+                 "its offloading gradient checkpointing; norms kept in float32 in bf16; the transformers/* goldens (every "
+                 "load compiles each decoder block, about a minute on the H200: the model/* goldens, at the released "
+                 "layer counts, were left out)"),
     *(Subject("transformers", f"{path} ({release}, historic)", SubjectKind.MODEL, f"transformers_models:{path}",
               version_of="transformers", packages=("transformers",), site=f".cache/pinned/transformers-{release}",
               filter=HISTORIC_CHECKS,
@@ -239,9 +249,5 @@ NOT_YET: tuple[tuple[str, str], ...] = (
      "(which has a row)"),
     ("SGLang 0.5.23", "not run: it pins torch 2.14.1, transformers 5.19.0 and flashinfer 0.7.2 (the host: torch "
      "2.11.0, transformers 5.17.0), a second PyTorch stack to carry to the offline host"),
-    ("unsloth 2026.10.9", "GPU only ('cannot find any torch accelerator' on a CPU); prepared, not yet run on the "
-     "H200: its factory (impl/third_party/unsloth_models.py: FastModel.from_pretrained at full precision, "
-     "full_finetuning, through conform-model), its environment (pinned_envs.sh unsloth) and one 13 MB part to carry "
-     "(ci/gpu/carry_pinned.sh unsloth)"),
     ("torchtune 0.6.1, litgpt 0.5.13, torchtitan 0.3.0, candle", "cannot: no Gemma-4 in their releases"),
 )
