@@ -186,6 +186,28 @@ def test_crash_and_hang_are_failure_rows(tmp_path):
     assert "timed out after 20.0 s" in [r for r in results(report) if r["test"] == "golden/model/e2b"][0]["detail"]
 
 
+def test_workers_keep_every_row_when_one_lane_crashes(tmp_path):
+    """--workers 2: e2b's lane loses its worker twice (golden, then finite_grads in a new worker); 31b's
+    lane runs on beside it, and the report holds the four rows as one worker gives them."""
+    code, report, _ = conform_model(tmp_path, "model_controls:crashes_on_kv_shared", "--filter",
+                                    r"^(golden|finite_grads)/model/(e2b|31b)$", "--workers", "2")
+    assert code == 1 and failing_tests(report) == {"golden/model/e2b", "finite_grads/model/e2b"}
+    assert {r["test"] for r in results(report) if r["status"] == "pass"} >= {"golden/model/31b",
+                                                                             "finite_grads/model/31b"}
+
+
+def test_lanes_keep_each_golden_in_one_worker():
+    from gemma4_conform.model_runner import golden_of, lanes
+
+    tests = dict.fromkeys(["golden/model/e2b", "finite_grads/model/e2b", "multithreaded_recompute/two-models/model/e2b",
+                           "golden/model/31b", "use_cache/model/31b", "golden/transformers/moe"], "category")
+    split = lanes(tests, 2)
+    assert len(split) == 2 and sorted(t for lane in split for t in lane) == sorted(tests)
+    goldens = [{golden_of(t) for t in lane} for lane in split]
+    assert not goldens[0] & goldens[1] and {len(lane) for lane in split} == {3}
+    assert len(lanes(tests, 8)) == 3 and len(lanes(tests, 1)) == 1
+
+
 def test_usage(tmp_path):
     run = lambda *a: subprocess.run([sys.executable, "-m", "gemma4_conform", "conform-model", *a],  # noqa: E731
                                     capture_output=True, text=True)
@@ -195,5 +217,6 @@ def test_usage(tmp_path):
     bad = run("--factory", "no_such_module:f")
     assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1].endswith("No module named 'no_such_module'")
     assert run("--factory", "m:f", "--filter", "(").returncode == 2
+    assert run("--factory", "m:f", "--workers", "0").returncode == 2
     listed = run("--list").stdout.split()
     assert "memory_flatness/model/e2b" in listed and "golden/transformers/e2b_like" in listed

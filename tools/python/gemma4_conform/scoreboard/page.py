@@ -88,9 +88,12 @@ def markdown(board: dict) -> str:
     _, machines = made_by(board)
     lines.append(f"Machines: {'; '.join(machines)}. Cells: pass judged/tests; FAIL failed/tests (worst error/bound); "
                  "not supported (the subject's reason); cannot run here (why); - (the runner has no such category).")
+    triaged: dict[tuple[str, str], list[str]] = {}  # one paragraph per subject and note, naming its rows
     for row in board["rows"]:
         if row.get("triage"):
-            lines.append(f"- {row['subject']} ({row['device']}, {row['dtype']}): {triage_markdown(row['triage'])}")
+            triaged.setdefault((row["subject"], row["triage"]), []).append(f"{row['device']} {row['dtype']}")
+    for (subject, note), where in triaged.items():
+        lines.append(f"- {subject} ({', '.join(where)}): {triage_markdown(note)}")
     for name, why in board.get("not_yet", []):
         lines.append(f"- {name}: {why}")
     envelope = envelope_lines(board)
