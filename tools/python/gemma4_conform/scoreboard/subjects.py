@@ -247,7 +247,10 @@ NOT_YET: tuple[tuple[str, str], ...] = (
      "exports with torch.onnx instead; onnxruntime-genai 0.18 and optimum-intel 2.2.0 are inference-only candidates)"),
     ("MaxText", "not tried: it needs Python >= 3.12 and its own checkpoint conversion, like google-deepmind's gemma "
      "(which has a row)"),
-    ("SGLang 0.5.23", "not run: it pins torch 2.14.1, transformers 5.19.0 and flashinfer 0.7.2 (the host: torch "
-     "2.11.0, transformers 5.17.0), a second PyTorch stack to carry to the offline host"),
+    ("SGLang", "not run: the GPU host is offline with torch 2.11.0, and of the releases read, 0.5.17 is the newest pinning that "
+     "torch (0.5.18, 0.5.19 and 0.5.21 pin 2.13.0; 0.5.23 pins 2.14.1 and transformers 5.19.0). 0.5.17 pins transformers "
+     "5.12.1 and declares 73 requirements, among them sglang-kernel 0.4.5 (a 383 MB wheel), tilelang 0.1.11 (50 MB), "
+     "xgrammar 0.2.1 (45 MB) and flashinfer-python 0.6.15.post1 (15 MB): these four alone are 19 carries of 26 MiB, "
+     "one call each, before the other 69 and a run, within a session's 30 minutes of device time"),
     ("torchtune 0.6.1, litgpt 0.5.13, torchtitan 0.3.0, candle", "cannot: no Gemma-4 in their releases"),
 )
