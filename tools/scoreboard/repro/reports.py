@@ -25,13 +25,21 @@ REPORTS = HERE.parent / "reports"
 LABEL = re.compile(r"^([A-Z][A-Za-z]*(?: [a-z]+){0,3})(:\s|:$| \()")
 
 
+RESULTS = "## Results here"
+
+
 def recorded_outputs(readme: str) -> dict[str, tuple[str, str]]:
-    """script name -> (where and how long it ran, what it printed), from the README's results table: the
-    table whose rows have three cells (script, time, output)."""
+    """script name -> (where and how long it ran, what it printed), from the table of the README's
+    section "Results here" (rows: script, time, output; time "-" where it has not run)."""
+    if RESULTS not in readme:
+        raise SystemExit(f"README.md: no section {RESULTS!r} (the scripts' recorded outputs)")
+    section = readme.split(RESULTS, 1)[1].split("\n## ", 1)[0]
     out = {}
-    for line in readme.splitlines():
+    for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        if line.startswith("| `") and len(cells) == 3:
+        if line.startswith("| `"):
+            if len(cells) != 3:
+                raise SystemExit(f"README.md, {RESULTS}: a row needs 3 cells (script, time, output): {line[:80]}")
             out[cells[0].strip("`")] = (cells[1], cells[2])
     return out
 
@@ -62,7 +70,8 @@ def report(script: Path, outputs: dict[str, tuple[str, str]]) -> str:
     lines = [f"# {docstring.splitlines()[0].strip()}", "", *("\n\n".join(paragraphs(docstring)).splitlines()), ""]
     if script.name in outputs:
         where, printed = outputs[script.name]
-        lines += ["## Observed", "", f"`{script.name}`, {where}:", "", "```", printed, "```", ""]
+        lines += (["## Observed", "", f"Not observed yet: {printed}.", ""] if where == "-" else
+                  ["## Observed", "", f"`{script.name}`, {where}:", "", "```", printed, "```", ""])
     lines += ["## Reproduction", "", f"`{script.name}`, standalone (its docstring says what it needs):", "",
               "```python", source.rstrip("\n"), "```", ""]
     return "\n".join(lines)
