@@ -63,6 +63,7 @@
 #                         $SCOREBOARD_SUBJECTS: only these subjects (its --subjects regex), $SCOREBOARD_JOBS
 #                         runs at once (default 4), SCOREBOARD_REAL_SIZE=1 with real_size (the in-tree
 #                         backends' real-size goldens); the rows so far in scoreboard.partial.json;
+#                         needs GEMMA4_GIT_SHA (the commit the rows name; not run without it);
 #   mutations             each attention kernel mutated in one place (ci/gpu/kernel_mutations.txt: file,
 #                         sed edit, the checks that must catch it), rebuilt, run: every mutant must fail
 #                         (1); the source is restored and rebuilt after each ($MUTANTS: only the
@@ -395,23 +396,28 @@ EOF
   fi
 fi
 
-if step scoreboard && python_env; then
-  if [ -d .whl/jax-gemma ]; then  # google-deepmind's gemma: its venv of the host's python3 (3.12, JAX with CUDA)
-    PYTHON312=python3 PINNED_WHEELS=.whl/jax-gemma impl/third_party/pinned_envs.sh jax-gemma > "$OUT/jax-gemma-env.log" 2>&1 ||
-      fail_run jax-gemma-env "impl/third_party/pinned_envs.sh jax-gemma failed" "$OUT/jax-gemma-env.log"
+if step scoreboard; then
+  # The board's rows name this project's commit, and this copy's .git does not follow the tree (tools/git_sha.cmake).
+  if [ -z "${GEMMA4_GIT_SHA:-}" ]; then
+    fail_run scoreboard "not run: GEMMA4_GIT_SHA is not set (the commit of this tree, which the board's rows name)"
+  elif python_env; then
+    if [ -d .whl/jax-gemma ]; then  # google-deepmind's gemma: its venv of the host's python3 (3.12, JAX with CUDA)
+      PYTHON312=python3 PINNED_WHEELS=.whl/jax-gemma impl/third_party/pinned_envs.sh jax-gemma > "$OUT/jax-gemma-env.log" 2>&1 ||
+        fail_run jax-gemma-env "impl/third_party/pinned_envs.sh jax-gemma failed" "$OUT/jax-gemma-env.log"
+    fi
+    if [ -d .whl/vllm ]; then  # vLLM 0.25.0 and the transformers it reads Gemma-4 configs with, carried in parts
+      PYTHON=python3 PINNED_WHEELS=.whl/vllm impl/third_party/pinned_envs.sh vllm vllm-transformers-5.13.1 \
+        > "$OUT/vllm-env.log" 2>&1 || fail_run vllm-env "impl/third_party/pinned_envs.sh vllm failed" "$OUT/vllm-env.log"
+    fi
+    if [ -d .whl/unsloth ]; then  # unsloth 2026.10.9 and what it needs that the host lacks (ci/gpu/carry_pinned.sh unsloth)
+      PYTHON=python3 PINNED_WHEELS=.whl/unsloth impl/third_party/pinned_envs.sh unsloth \
+        > "$OUT/unsloth-env.log" 2>&1 || fail_run unsloth-env "impl/third_party/pinned_envs.sh unsloth failed" "$OUT/unsloth-env.log"
+    fi
+    RUN_TIMEOUT=${RUN_TIMEOUT:-560} detail_re='^wrote ' run scoreboard 0 "$OUT/scoreboard.log" \
+      python3 -m gemma4_conform scoreboard --out "$OUT/scoreboard" --device cuda --dtype "${DTYPES:-bf16}" \
+      $([ "${SCOREBOARD_REAL_SIZE:-0}" = 1 ] || echo --skip-real-size) --jobs "${SCOREBOARD_JOBS:-4}" ${SCOREBOARD_SUBJECTS:+--subjects "$SCOREBOARD_SUBJECTS"}
+    grep -E "^\[" "$OUT/scoreboard.log" | tail -40
   fi
-  if [ -d .whl/vllm ]; then  # vLLM 0.25.0 and the transformers it reads Gemma-4 configs with, carried in parts
-    PYTHON=python3 PINNED_WHEELS=.whl/vllm impl/third_party/pinned_envs.sh vllm vllm-transformers-5.13.1 \
-      > "$OUT/vllm-env.log" 2>&1 || fail_run vllm-env "impl/third_party/pinned_envs.sh vllm failed" "$OUT/vllm-env.log"
-  fi
-  if [ -d .whl/unsloth ]; then  # unsloth 2026.10.9 and what it needs that the host lacks (ci/gpu/carry_pinned.sh unsloth)
-    PYTHON=python3 PINNED_WHEELS=.whl/unsloth impl/third_party/pinned_envs.sh unsloth \
-      > "$OUT/unsloth-env.log" 2>&1 || fail_run unsloth-env "impl/third_party/pinned_envs.sh unsloth failed" "$OUT/unsloth-env.log"
-  fi
-  RUN_TIMEOUT=${RUN_TIMEOUT:-560} detail_re='^wrote ' run scoreboard 0 "$OUT/scoreboard.log" \
-    python3 -m gemma4_conform scoreboard --out "$OUT/scoreboard" --device cuda --dtype "${DTYPES:-bf16}" \
-    $([ "${SCOREBOARD_REAL_SIZE:-0}" = 1 ] || echo --skip-real-size) --jobs "${SCOREBOARD_JOBS:-4}" ${SCOREBOARD_SUBJECTS:+--subjects "$SCOREBOARD_SUBJECTS"}
-  grep -E "^\[" "$OUT/scoreboard.log" | tail -40
 fi
 
 if step calibrate; then
