@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gemma4_conform import scoreboard
+from gemma4_conform.scoreboard.subjects import SUBJECTS
 from gemma4_conform.scoreboard.page import file_link_problems, markdown, page, rendered_problems
 
 SOURCE = Path(__file__).resolve().parents[3]
@@ -311,9 +312,17 @@ def test_merge_joins_boards_and_refuses_other_categories():
     board = scoreboard.merged([cpu, gpu])
     assert len(board["rows"]) == 2 * len(cpu["rows"]) and board["machine"] == f"{cpu['machine']}; a GPU host"
     assert rendered_problems(page(board), board) == []  # the page's own HTML, parsed without a browser
+    # rows in the subjects' order, each subject's rows as the boards gave them (the CPU's, then the GPU's)
+    names = [s.name for s in SUBJECTS]
+    ranks = [names.index(r["subject"]) for r in board["rows"]]
+    assert ranks == sorted(ranks) and board["rows"][0]["subject"] == names[ranks[0]]
+    first = [r for r in board["rows"] if r["subject"] == board["rows"][0]["subject"]]
+    assert [r["device"].endswith("-2") for r in first] == sorted(r["device"].endswith("-2") for r in first)
     rerun = {**gpu, "rows": [dict(gpu["rows"][0], version="rerun")]}
     replaced = scoreboard.merged([cpu, gpu, rerun])  # a later board's row replaces the same row, in place
-    assert len(replaced["rows"]) == len(board["rows"]) and replaced["rows"][len(cpu["rows"])]["version"] == "rerun"
+    key = lambda r: (r["subject"], r["device"], r["dtype"])  # noqa: E731
+    assert [key(r) for r in replaced["rows"]] == [key(r) for r in board["rows"]]
+    assert [r["version"] for r in replaced["rows"] if key(r) == key(gpu["rows"][0])] == ["rerun"]
     gpu["categories"] = gpu["categories"][:-1]
     with pytest.raises(SystemExit, match="different categories"):
         scoreboard.merged([cpu, gpu])

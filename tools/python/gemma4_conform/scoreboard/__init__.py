@@ -93,7 +93,7 @@ def write(board: dict, out: Path, readme: Path | None = None) -> None:
 
 
 def merged(boards: list[dict]) -> dict:
-    """One board from several (the same categories), rows in the given order; a row of a later board
+    """One board from several (the same categories), rows in the subjects' order; a row of a later board
     replaces the same subject, device and dtype of an earlier one (a rerun, or a row that could not run
     there before). Machines and commands joined; the implementations without a row are this version's
     (subjects.NOT_YET)."""
@@ -104,7 +104,11 @@ def merged(boards: list[dict]) -> dict:
         for row in board["rows"]:
             key = (row["subject"], row["device"], row["dtype"])
             rows[key] = row  # a replaced row keeps its place (dicts keep the first insertion's order)
-    return {**boards[0], "rows": list(rows.values()), "not_yet": [list(x) for x in NOT_YET],
+    # Then in the subjects' order (SUBJECTS: a new subject's rows sit with its kind, not after every
+    # earlier board's), each subject's rows as they came; a subject not listed (--add) after them all.
+    order = {s.name: i for i, s in enumerate(SUBJECTS)}
+    ranked = sorted(rows.values(), key=lambda r: order.get(r["subject"], len(order)))
+    return {**boards[0], "rows": ranked, "not_yet": [list(x) for x in NOT_YET],
             "machine": "; ".join(dict.fromkeys(b["machine"] for b in boards)),
             "command": " ; ".join(b["command"] for b in boards),
             "seconds": round(sum(b.get("seconds", 0) for b in boards), 1)}
