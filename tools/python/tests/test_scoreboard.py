@@ -415,3 +415,14 @@ def test_a_cell_keeps_a_failing_row_of_every_failing_test():
     kept = kept_failing(failing)
     assert len(kept) == FAILING_ROWS_KEPT and {r["test"] for r in kept} == {r["test"] for r in failing}
     assert kept[0] == failing[0]  # the first failing row stays first
+
+
+def test_triage_goes_to_rows_that_ran_or_fail():
+    """A GPU-only subject's CPU rows (could not run, fail nothing) get no triage; the GPU row that ran
+    does, and so does a row that ended without a report (did not run, and fails)."""
+    cannot = {"verdict": "cannot_run", "why": "runs on cuda only"}
+    board = {"rows": [{"subject": "x y", "device": "cpu", "ran": False, "cells": {"golden": cannot}},
+                      {"subject": "x y", "device": "cuda", "ran": True, "cells": {"golden": {"verdict": "pass"}}},
+                      {"subject": "x y", "device": "cuda", "ran": False, "cells": {"golden": {"verdict": "fail"}}}]}
+    rows = scoreboard.with_triage(board, {"x y": "why it fails"})["rows"]
+    assert [r.get("triage") for r in rows] == [None, "why it fails", "why it fails"]

@@ -71,10 +71,11 @@ def readme_with(readme: str, table: str) -> str:
 
 
 def with_triage(board: dict, triage: dict) -> dict:
-    """Each row's triage note: the one keyed '<implementation> <path> <device>', else '<implementation> <path>'."""
+    """Each row's triage note: the one keyed '<implementation> <path> <device>', else '<implementation> <path>';
+    not on a row that could not run at all and fails nothing (a GPU-only subject's CPU rows)."""
     for row in board["rows"]:
         note = triage.get(f"{row['subject']} {row['device']}") or triage.get(row["subject"])
-        if note:
+        if note and (row.get("ran") or any(c["verdict"] == "fail" for c in row["cells"].values())):
             row["triage"] = note
         elif triage:
             row.pop("triage", None)
