@@ -88,8 +88,9 @@ def summary(board: dict) -> dict:
                                                  "cells": {}})
         if row["path"] not in line["paths"]:
             line["paths"].append(row["path"])
-        if row["version"] not in line["versions"]:
-            line["versions"].append(row["version"])
+        version = row["version"][:12] if re.fullmatch(r"[0-9a-f]{40}", row["version"]) else row["version"]
+        if version not in line["versions"]:  # a commit as git's short form, whichever form the row has
+            line["versions"].append(version)
         line["rows"].append((row_id(row), f"{row['path']}, {row['device']}, {row['dtype']}"))
         verdict, fails = row_verdict(row)
         cell = line["cells"].setdefault(col, {"verdict": verdict, "fails": {}, "rows": [], "why": "",
