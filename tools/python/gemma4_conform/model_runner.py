@@ -13,8 +13,8 @@ weights into fresh modules and runs the model-level checks (model_checks.py). Th
 run in a worker process: a check whose module raises is a failure row with the one-line error; one
 that kills the worker (a crash) or outlives --timeout is a failure row naming the signal or the
 time, and the remaining checks go on in a new worker. --workers N splits the checks over N workers at
-once, a golden's checks in one of them (they share its plain and fp32 steps). Exit 0 when every check passes, 1 otherwise,
-2 on a usage error. The rows, table, JSON and JUnit are the suite's report (model_report.py).
+once, a golden's checks in one of them (they share its plain and fp32 steps). Exit 0 when every
+check passes, 1 otherwise, 2 on a usage error. The rows, table, JSON and JUnit are the suite's report (model_report.py).
 """
 from __future__ import annotations
 
